@@ -1,0 +1,143 @@
+"""PC -> FDE -> FRE lookup over one SFrame section, lazy and memoized.
+
+Building an index checks the header only.  A lookup binary-searches the FDE index in place
+(O(log n) reads of single start fields), decodes just the function it lands on, and caches that
+function's FREs and interpreted rules.  A section not flagged sorted is sorted once, on first use.
+"""
+
+import bisect
+from dataclasses import dataclass
+
+from . import format as F
+from .decode import Section
+from .errors import SFrameError
+from .records import FDE, FRE
+from .rules import FrameRules, interpret
+
+V1_MASK_REP_SIZE = 16    # V1 has no rep_size field; its only MASK users are 16-byte PLT entries
+
+
+@dataclass(frozen=True)
+class Match:
+    """The answer to lookup(pc): the function, the FRE in effect (None if it has none) and its rules."""
+    fde: FDE
+    fre: FRE
+    rules: FrameRules
+    pc: int
+
+
+class _FuncCache:
+    __slots__ = ("fde", "fres", "starts", "rules")
+
+    def __init__(self, fde, fres):
+        self.fde = fde
+        self.fres = fres
+        self.starts = [f.start for f in fres]
+        self.rules = [None] * len(fres)
+
+
+class SFrameIndex:
+    """Lookups in one section loaded at `section_addr` (link-time address plus load bias)."""
+
+    CACHE_LIMIT = 4096
+
+    def __init__(self, data, section_addr=0):
+        self.section = Section(data, section_addr)
+        self.header = self.section.header
+        self._order = None if self.header.has(F.Flag.FDE_SORTED) else False
+        self._funcs = {}
+        self._range = None
+
+    @property
+    def abi(self):
+        return self.header.abi
+
+    @property
+    def version(self):
+        return self.header.version
+
+    def __len__(self):
+        return self.header.num_fdes
+
+    def _sorted_order(self):
+        if self._order is False:
+            sec = self.section
+            self._order = sorted(range(len(sec)), key=sec.start_of)
+        return self._order
+
+    def _start(self, k):
+        order = self._order
+        return self.section.start_of(order[k] if order else k)
+
+    def text_range(self):
+        """(lowest function start, highest function end) covered, from the first and last FDEs."""
+        if self._range is None:
+            n = len(self)
+            if n == 0:
+                self._range = (0, 0)
+            else:
+                order = self._sorted_order()
+                first = self.section.fde(order[0] if order else 0)
+                last = self.section.fde(order[-1] if order else n - 1)
+                self._range = (first.start, max(first.end, last.end))
+        return self._range
+
+    def find_fde(self, pc):
+        """The FDE whose [start, start+size) contains pc, or None."""
+        n = len(self)
+        if n == 0:
+            return None
+        order = self._sorted_order()
+        lo, hi = 0, n
+        start = self._start
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if start(mid) <= pc:
+                lo = mid + 1
+            else:
+                hi = mid
+        k = lo - 1
+        if k < 0:
+            return None
+        i = order[k] if order else k
+        fde = self.section.fde(i)
+        if order is None:
+            # Flagged sorted: check the neighbours of the hit, so a lie cannot give a wrong answer silently.
+            if k > 0 and start(k - 1) > fde.start:
+                raise SFrameError(fde.offset, "FDE %d starts before FDE %d though the section is flagged sorted" % (k, k - 1))
+            if k + 1 < n and start(k + 1) < fde.start:
+                raise SFrameError(fde.offset + self.header.fde_size,
+                                  "FDE %d starts before FDE %d though the section is flagged sorted" % (k + 1, k))
+        return fde if fde.contains(pc) else None
+
+    def _func(self, fde):
+        f = self._funcs.get(fde.index)
+        if f is None:
+            if len(self._funcs) >= self.CACHE_LIMIT:
+                self._funcs.clear()
+            f = self._funcs[fde.index] = _FuncCache(fde, self.section.fres(fde))
+        return f
+
+    def fres(self, fde):
+        return self._func(fde).fres
+
+    def lookup(self, pc):
+        """Match for pc, or None when no FDE covers it (or pc precedes the function's first FRE)."""
+        fde = self.find_fde(pc)
+        if fde is None:
+            return None
+        f = self._func(fde)
+        if not f.fres:
+            if self.header.version == 3 and fde.fde_type is F.FDEType.DEFAULT:
+                return Match(fde, None, interpret(self.header, fde, None), pc)
+            return None
+        off = pc - fde.start
+        if fde.pc_type is F.PCType.MASK:
+            off %= fde.rep_size or V1_MASK_REP_SIZE
+        j = bisect.bisect_right(f.starts, off) - 1
+        if j < 0:
+            return None
+        rules = f.rules[j]
+        if rules is None:
+            rules = f.rules[j] = interpret(self.header, fde, f.fres[j])
+        return Match(fde, f.fres[j], rules, pc)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build (once) and cache the Debian roots whose toolchains emit SFrame V2 and V3.
+#
+#   scripts/roots.sh            build/refresh every root, print their paths
+#   scripts/roots.sh path NAME  print the path of root NAME (trixie|sid)
+#
+# Roots live outside the checkout, under $SFRAME_CACHE (default ~/.cache/sframe-gdb).
+# A root is rebuilt when its package list below changes (the list's hash is stored
+# in the root as .sframe-stamp).  Building happens in a temporary directory renamed
+# into place, under a lock, so an interrupted build never leaves a half root behind.
+set -euo pipefail
+
+CACHE=${SFRAME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sframe-gdb}
+MIRROR=${SFRAME_MIRROR:-http://deb.debian.org/debian}
+
+# name | debootstrap --include | packages installed afterwards with apt-get
+TRIXIE_INCLUDE="gcc,binutils,libc6-dev"
+TRIXIE_EXTRA=""
+SID_INCLUDE="gcc,binutils,libc6-dev,gdb,python3"
+SID_EXTRA="lldb python3-lldb python3-pyelftools gdb-multiarch qemu-user gcc-aarch64-linux-gnu gcc-s390x-linux-gnu libc6-dev-arm64-cross libc6-dev-s390x-cross"
+
+spec() {
+    case "$1" in
+        trixie) echo "trixie|$TRIXIE_INCLUDE|$TRIXIE_EXTRA" ;;
+        sid) echo "sid|$SID_INCLUDE|$SID_EXTRA" ;;
+        *) echo "unknown root: $1" >&2; exit 2 ;;
+    esac
+}
+
+stamp_of() { spec "$1" | sha256sum | cut -c1-16; }
+
+mounted_inside() { findmnt -rn -o TARGET | grep -q "^$1/" ; }
+
+build() {
+    local name=$1 dir="$CACHE/roots/$1" stamp
+    stamp=$(stamp_of "$name")
+    if [ -f "$dir/.sframe-stamp" ] && [ "$(cat "$dir/.sframe-stamp")" = "$stamp" ]; then
+        return 0
+    fi
+    IFS='|' read -r suite include extra <<<"$(spec "$name")"
+    local tmp="$CACHE/roots/.$name.new"
+    if mounted_inside "$tmp" || mounted_inside "$dir"; then
+        echo "roots: something is still mounted inside $dir; refusing to rebuild it" >&2
+        exit 1
+    fi
+    rm -rf --one-file-system "$tmp"
+    echo "roots: building $name root in $dir (debootstrap $suite)" >&2
+    debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$MIRROR" >"$CACHE/roots/$name.log" 2>&1 \
+        || { echo "roots: debootstrap $suite failed, see $CACHE/roots/$name.log" >&2; exit 1; }
+    if [ -n "$extra" ]; then
+        chroot "$tmp" sh -c "apt-get -o Acquire::Check-Valid-Until=false update && \
+            DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $extra && apt-get clean" \
+            >>"$CACHE/roots/$name.log" 2>&1 \
+            || { echo "roots: installing packages in $name failed, see $CACHE/roots/$name.log" >&2; exit 1; }
+    fi
+    echo "$stamp" >"$tmp/.sframe-stamp"
+    rm -rf --one-file-system "$dir"
+    mv "$tmp" "$dir"
+}
+
+mkdir -p "$CACHE/roots"
+case "${1:-all}" in
+    path) echo "$CACHE/roots/$2" ;;
+    all)
+        exec 9>"$CACHE/roots/.lock"
+        flock 9
+        for r in trixie sid; do build "$r"; echo "$CACHE/roots/$r"; done
+        ;;
+    *) exec 9>"$CACHE/roots/.lock"; flock 9; build "$1"; echo "$CACHE/roots/$1" ;;
+esac
