@@ -1,0 +1,83 @@
+"""The `sframe` command: dump, lookup and backtrace without a debugger."""
+
+import argparse
+import sys
+
+from .errors import ElfError, SFrameError
+
+
+def _image(path):
+    from .elf import ElfImage
+    img = ElfImage(path)
+    img.require_sframe()
+    return img
+
+
+def cmd_dump(args):
+    from .dump import dump
+    img = _image(args.file)
+    sf = img.sframe
+    sys.stdout.write(dump(sf.data, sf.address, sf.name))
+    return 0
+
+
+def cmd_lookup(args):
+    from .describe import describe_match, section_line
+    from .elf import parse_address
+    from .index import SFrameIndex
+    img = _image(args.file)
+    try:
+        addr = parse_address(args.addr, img)
+    except ValueError as exc:
+        raise ElfError("%s: %s" % (args.file, exc)) from None
+    idx = SFrameIndex(img.sframe.data, img.sframe.address)
+    m = idx.lookup(addr)
+    if m is None:
+        raise ElfError("%s: address %#x is not covered by SFrame data" % (args.file, addr))
+    print("Address: %#x in %s" % (addr, args.file))
+    print("Section: %s at %#x, %s, %d FDEs, %d FREs" % (
+        img.sframe.name, img.sframe.address, section_line(idx.header), idx.header.num_fdes, idx.header.num_fres))
+    for line in describe_match(m, idx, img.symbolize(m.fde.start)):
+        print(line)
+    return 0
+
+
+def cmd_backtrace(args):
+    from .backtrace import backtrace_core
+    return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, all_threads=args.all_threads,
+                          out=sys.stdout, limit=args.limit)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="sframe", description="Read SFrame stack-trace sections (.sframe) without a debugger.")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="print the SFrame section like binutils 2.47's readelf --sframe")
+    d.add_argument("file")
+    d.set_defaults(func=cmd_dump)
+    lk = sub.add_parser("lookup", help="show the FDE, FRE and recovery rules covering an address")
+    lk.add_argument("file")
+    lk.add_argument("addr", help="hex (0x...), decimal, or symbol[+offset]")
+    lk.set_defaults(func=cmd_lookup)
+    bt = sub.add_parser("backtrace", aliases=["bt"], help="unwind the threads of an ELF core file with SFrame")
+    bt.add_argument("core")
+    bt.add_argument("--exe", help="the executable, if the core's file list does not lead to it")
+    bt.add_argument("--sysroot", help="prefix for the paths of mapped files")
+    bt.add_argument("--all-threads", action="store_true", help="every thread, not only the first")
+    bt.add_argument("--limit", type=int, default=100000, help="maximum frames per thread")
+    bt.set_defaults(func=cmd_backtrace)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ElfError, SFrameError) as exc:
+        print("sframe: %s" % exc, file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

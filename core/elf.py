@@ -1,0 +1,158 @@
+"""ELF access through pyelftools: find the SFrame section, its address, and symbols.
+
+Start addresses in an SFrame section resolve against the section's address, so the index is
+built with `sh_addr` (link time) plus the load bias (PIE executables, shared libraries).
+"""
+
+import bisect
+import os
+from dataclasses import dataclass
+
+from .errors import ElfError, NoSFrameError
+
+try:
+    from elftools.common.exceptions import ELFError as _PyElfError
+    from elftools.elf.elffile import ELFFile
+except ImportError as exc:   # the debugger adapters report this in one line
+    raise ImportError("pyelftools is missing (%s): install it with 'apt-get install python3-pyelftools' "
+                      "or 'pip install pyelftools'" % exc) from None
+
+SHT_GNU_SFRAME = 0x6FFFFFF4
+PT_GNU_SFRAME = 0x6474E554
+SECTION_NAME = ".sframe"
+
+
+@dataclass(frozen=True)
+class SFrameData:
+    """An SFrame section's bytes and where it lives."""
+    data: bytes
+    address: int        # link-time address (sh_addr, or p_vaddr of PT_GNU_SFRAME)
+    file_offset: int
+    name: str           # section name, or "PT_GNU_SFRAME" when found by segment only
+
+    def load_address(self, bias=0):
+        return self.address + bias
+
+
+def _enum_value(v):
+    return v if isinstance(v, int) else None
+
+
+class ElfImage:
+    """An opened ELF file.  Reads everything it needs at construction; holds no open file after."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        try:
+            with open(self.path, "rb") as fh:
+                magic = fh.read(4)
+                if magic != b"\x7fELF":
+                    raise ElfError("%s: not an ELF file" % self.path)
+                fh.seek(0)
+                self._load(ELFFile(fh))
+        except FileNotFoundError:
+            raise ElfError("%s: no such file" % self.path) from None
+        except IsADirectoryError:
+            raise ElfError("%s: is a directory" % self.path) from None
+        except PermissionError:
+            raise ElfError("%s: permission denied" % self.path) from None
+        except (_PyElfError, ValueError, KeyError, IndexError, OSError) as exc:
+            if isinstance(exc, ElfError):
+                raise
+            raise ElfError("%s: cannot read ELF structure: %s" % (self.path, exc)) from None
+
+    def _load(self, elf):
+        self.machine = elf["e_machine"]
+        self.big_endian = not elf.little_endian
+        self.elfclass = elf.elfclass
+        self.e_type = elf["e_type"]
+        self.sframe = None
+        found = None
+        for sec in elf.iter_sections():
+            if sec.name == SECTION_NAME or _enum_value(sec["sh_type"]) == SHT_GNU_SFRAME:
+                found = SFrameData(sec.data(), sec["sh_addr"], sec["sh_offset"], sec.name or SECTION_NAME)
+                break
+        self.loads = []
+        for seg in elf.iter_segments():
+            ptype = seg["p_type"]
+            if found is None and _enum_value(ptype) == PT_GNU_SFRAME:
+                found = SFrameData(seg.data(), seg["p_vaddr"], seg["p_offset"], "PT_GNU_SFRAME")
+            if ptype == "PT_LOAD":
+                self.loads.append((seg["p_vaddr"], seg["p_memsz"], seg["p_offset"], seg["p_filesz"]))
+        self.sframe = found
+        self._plts = [(sec["sh_addr"], sec["sh_size"], sec.name) for sec in elf.iter_sections()
+                      if sec.name.startswith(".plt") and sec["sh_addr"]]
+        self._symbols = self._read_symbols(elf)
+        self._starts = [s[0] for s in self._symbols]
+
+    @staticmethod
+    def _read_symbols(elf):
+        """Function symbols (address, size, name), from .symtab, else .dynsym, sorted by address."""
+        for name in (".symtab", ".dynsym"):
+            tab = elf.get_section_by_name(name)
+            if tab is None:
+                continue
+            syms = {}
+            for s in tab.iter_symbols():
+                if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and s["st_value"] and s.name:
+                    key = s["st_value"]
+                    old = syms.get(key)
+                    # Prefer global names over local aliases at the same address.
+                    if old is None or (s["st_info"]["bind"] == "STB_GLOBAL" and old[2] != "STB_GLOBAL"):
+                        syms[key] = (s["st_size"], s.name, s["st_info"]["bind"])
+            if syms:
+                return sorted((a, v[0], v[1]) for a, v in syms.items())
+        return []
+
+    def require_sframe(self):
+        if self.sframe is None:
+            raise NoSFrameError("%s: no SFrame section (.sframe) — build with -Wa,--gsframe" % self.path)
+        return self.sframe
+
+    def symbolize(self, addr, bias=0):
+        """(name, offset) of the function containing addr (a load address), or None."""
+        a = addr - bias
+        for start, size, name in self._plts:      # PLT stubs have no symbols of their own
+            if start <= a < start + size:
+                return name, a - start
+        i = bisect.bisect_right(self._starts, a) - 1
+        if i < 0:
+            return None
+        start, size, name = self._symbols[i]
+        if a >= start + max(size, 1):
+            return None
+        return name, a - start
+
+    def resolve(self, name):
+        """Link-time address of function symbol `name`, or None."""
+        for start, _size, n in self._symbols:
+            if n == name:
+                return start
+        return None
+
+    def file_bytes(self, vaddr, size):
+        """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments, or None."""
+        for start, memsz, off, filesz in self.loads:
+            if start <= vaddr and vaddr + size <= start + filesz:
+                with open(self.path, "rb") as fh:
+                    fh.seek(off + vaddr - start)
+                    return fh.read(size)
+        return None
+
+
+def parse_address(text, image=None):
+    """An address from hex (0x...), decimal, or `symbol[+offset]` (needs image)."""
+    t = text.strip()
+    try:
+        return int(t, 0)
+    except ValueError:
+        pass
+    name, plus, off = t.partition("+")
+    if image is not None:
+        addr = image.resolve(name.strip())
+        if addr is not None:
+            try:
+                return addr + (int(off.strip(), 0) if plus else 0)
+            except ValueError:
+                pass
+    raise ValueError("cannot parse address %r: use hex (0x...), decimal or symbol[+offset]" % text)
