@@ -54,7 +54,7 @@ def describe_match(match, index, symbol=None, values=None):
     abi = abimod.info(index.abi)
     fde = match.fde
     h = index.header
-    name = symbol[0] if symbol else "??"
+    name = "??" if not symbol else symbol[0] if not symbol[1] else "%s+%d" % symbol
     lines = ["Function: %s at %#x, size %d bytes (FDE %d)" % (name, fde.start, fde.size, fde.index),
              "FDE: " + ", ".join(fde_attributes(fde, h))]
     if match.fre is None:

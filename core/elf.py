@@ -82,8 +82,7 @@ class ElfImage:
         self.sframe = found
         self._plts = [(sec["sh_addr"], sec["sh_size"], sec.name) for sec in elf.iter_sections()
                       if sec.name.startswith(".plt") and sec["sh_addr"]]
-        self._symbols = self._read_symbols(elf)
-        self._starts = [s[0] for s in self._symbols]
+        self._symbols = None     # read on first use: large symbol tables cost seconds
 
     @staticmethod
     def _read_symbols(elf):
@@ -104,6 +103,16 @@ class ElfImage:
                 return sorted((a, v[0], v[1]) for a, v in syms.items())
         return []
 
+    def _symtab(self):
+        if self._symbols is None:
+            with open(self.path, "rb") as fh:
+                try:
+                    self._symbols = self._read_symbols(ELFFile(fh))
+                except (_PyElfError, ValueError, KeyError, IndexError, OSError) as exc:
+                    raise ElfError("%s: cannot read symbols: %s" % (self.path, exc)) from None
+            self._starts = [s[0] for s in self._symbols]
+        return self._symbols
+
     def require_sframe(self):
         if self.sframe is None:
             raise NoSFrameError("%s: no SFrame section (.sframe) — build with -Wa,--gsframe" % self.path)
@@ -115,17 +124,18 @@ class ElfImage:
         for start, size, name in self._plts:      # PLT stubs have no symbols of their own
             if start <= a < start + size:
                 return name, a - start
+        syms = self._symtab()
         i = bisect.bisect_right(self._starts, a) - 1
         if i < 0:
             return None
-        start, size, name = self._symbols[i]
+        start, size, name = syms[i]
         if a >= start + max(size, 1):
             return None
         return name, a - start
 
     def resolve(self, name):
         """Link-time address of function symbol `name`, or None."""
-        for start, _size, n in self._symbols:
+        for start, _size, n in self._symtab():
             if n == name:
                 return start
         return None

@@ -1,0 +1,76 @@
+"""Codec and index speed: index build vs FDE count, lookup latency, `sframe dump` vs sid's readelf.
+
+Run:  python3 bench/bench_codec.py        (prints figures and ratios; no pass/fail)
+"""
+
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+from common import REPO, WORK, in_sid, many_functions_binary, median_time
+
+from core import format as F
+from core.dump import dump
+from core.elf import ElfImage
+from core.encode import Func, Row, build
+from core.index import SFrameIndex
+
+
+def synthetic(n):
+    funcs = [Func(0x400000 + 0x40 * i, 0x30, [Row(0, (8,)), Row(1, (16, -16)), Row(0x2a, (8,))]) for i in range(n)]
+    return build(3, F.ABI.AMD64_ENDIAN_LITTLE, funcs)
+
+
+def lookup_times(idx, pcs):
+    times = []
+    for pc in pcs:
+        t = time.perf_counter_ns()
+        idx.lookup(pc)
+        times.append(time.perf_counter_ns() - t)
+    return statistics.median(times) / 1000.0
+
+
+def main():
+    print("== index build time vs FDE count (synthetic V3 AMD64 sections) ==")
+    builds = {}
+    for n in (1000, 1000000):
+        t = time.perf_counter()
+        data = synthetic(n)
+        print("  encoded %d FDEs: %d bytes in %.1f s" % (n, len(data), time.perf_counter() - t))
+        builds[n] = median_time(lambda: SFrameIndex(data, 0), repeat=101)
+        rng = random.Random(1)
+        pcs = [0x400000 + rng.randrange(0x40 * n) for _ in range(20000)]
+        cold = lookup_times(SFrameIndex(data, 0), pcs)
+        idx = SFrameIndex(data, 0)
+        for pc in pcs:
+            idx.lookup(pc)
+        warm = lookup_times(idx, pcs)
+        print("  %8d FDEs: index build %.2f us; lookup(pc) median %.2f us cold (first touch), %.2f us warm"
+              % (n, builds[n] * 1e6, cold, warm))
+    print("  build-time ratio 1,000,000 / 1,000 FDEs: %.2f (must be <= 2)" % (builds[1000000] / builds[1000]))
+
+    print("== 50,000-function binary compiled by sid (gcc 16, binutils 2.47) ==")
+    exe = many_functions_binary(50000)
+    img = ElfImage(exe)
+    sf = img.sframe
+    idx = SFrameIndex(sf.data, sf.address)
+    print("  %s: %d FDEs, %d FREs, .sframe %d bytes" % (exe.name, idx.header.num_fdes, idx.header.num_fres, len(sf.data)))
+    rng = random.Random(2)
+    lo, hi = idx.text_range()
+    pcs = [rng.randrange(lo, hi) for _ in range(20000)]
+    print("  lookup(pc) median: %.2f us cold, " % lookup_times(SFrameIndex(sf.data, sf.address), pcs), end="")
+    print("%.2f us warm" % lookup_times(idx, pcs))
+    t_dump = median_time(lambda: dump(sf.data, sf.address, sf.name), repeat=3)
+    t_cli = median_time(lambda: subprocess.run([sys.executable, "-m", "core.cli", "dump", str(exe)], cwd=REPO,
+                                               check=True, stdout=subprocess.DEVNULL), repeat=3)
+    r = in_sid("bash", "-c", "TIMEFORMAT=%R; for i in 1 2 3; do time readelf --sframe " + str(exe) + " >/dev/null; done",
+               stderr=subprocess.PIPE, text=True)
+    t_readelf = statistics.median(float(x) for x in r.stderr.split())
+    print("  sid readelf --sframe: %.3f s; sframe dump (CLI process): %.3f s, ratio %.2f (aim <= 5); "
+          "dump() in process: %.3f s, ratio %.2f" % (t_readelf, t_cli, t_cli / t_readelf, t_dump, t_dump / t_readelf))
+
+
+if __name__ == "__main__":
+    main()
