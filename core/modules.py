@@ -1,0 +1,119 @@
+"""The set of loaded modules with SFrame, and PC -> module lookup, shared by both debugger adapters.
+
+Adapters say which files are loaded and with which bias (`add`/`remove`/`clear`); the SFrame
+index of each is built lazily, on the first `find` after the module set changed.  Modules
+without SFrame are remembered as such and cost nothing afterwards.  `find(pc)` is a bisect over
+the text ranges the indexes cover, so a PC outside every SFrame range is declined at once.
+"""
+
+import bisect
+from dataclasses import dataclass, field
+
+from .elf import ElfImage
+from .errors import ElfError, SFrameError
+from .index import SFrameIndex
+
+
+@dataclass
+class Module:
+    key: object                 # the adapter's identity for it (objfile, module UUID/path, ...)
+    path: str
+    bias: object = None         # int, or a callable returning it (computed when first needed)
+    image: ElfImage = None
+    index: SFrameIndex = None
+    error: str = None           # why it has no usable SFrame
+    range: tuple = (0, 0)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def load_bias(self):
+        if callable(self.bias):
+            self.bias = self.bias()
+        return self.bias or 0
+
+
+class ModuleSet:
+    def __init__(self, log=None):
+        self._modules = {}
+        self._pending = []
+        self._ranges = []       # sorted (lo, hi, module)
+        self._los = []
+        self.log = log or (lambda msg: None)
+
+    def add(self, key, path, bias=None, **extra):
+        """Record a loaded file; its index is built on first use.  Re-adding a key replaces it."""
+        self.remove(key)
+        m = Module(key, path, bias, extra=extra)
+        self._modules[key] = m
+        self._pending.append(m)
+        return m
+
+    def remove(self, key):
+        m = self._modules.pop(key, None)
+        if m is not None:
+            if m in self._pending:
+                self._pending.remove(m)
+            self._rebuild_ranges()
+
+    def clear(self):
+        self._modules.clear()
+        self._pending.clear()
+        self._ranges = []
+        self._los = []
+
+    def __iter__(self):
+        self._load_pending()
+        return iter(list(self._modules.values()))
+
+    def _load(self, m):
+        try:
+            m.image = ElfImage(m.path)
+            sf = m.image.require_sframe()
+            m.index = SFrameIndex(sf.data, sf.address + m.load_bias)
+            if len(m.index):
+                m.range = m.index.text_range()
+        except (ElfError, SFrameError, OSError) as exc:
+            m.error = str(exc)
+            m.index = None
+            self.log("%s: %s" % (m.path, exc))
+        except Exception as exc:   # the bias callback is adapter code: report, never propagate
+            m.error = "cannot load: %s" % exc
+            m.index = None
+            self.log("%s: %s" % (m.path, m.error))
+
+    def _load_pending(self):
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for m in pending:
+                self._load(m)
+            self._rebuild_ranges()
+
+    def _rebuild_ranges(self):
+        self._ranges = sorted((m.range[0], m.range[1], id(m), m) for m in self._modules.values()
+                              if m.index is not None and m.range[1] > m.range[0])
+        self._los = [r[0] for r in self._ranges]
+
+    def find(self, pc):
+        """(SFrameIndex, Module) whose text range holds pc, or None."""
+        if self._pending:
+            self._load_pending()
+        i = bisect.bisect_right(self._los, pc) - 1
+        while i >= 0:
+            lo, hi, _, m = self._ranges[i]
+            if pc < hi:
+                return m.index, m
+            i -= 1
+            if i >= 0 and self._ranges[i][1] <= lo:
+                break
+        return None
+
+    def by_path(self, path):
+        self._load_pending()
+        for m in self._modules.values():
+            if m.path == path:
+                return m
+        return None
+
+    def with_sframe(self):
+        self._load_pending()
+        return [m for m in self._modules.values() if m.index is not None]
