@@ -45,7 +45,7 @@ def cmd_lookup(args):
 def cmd_backtrace(args):
     from .backtrace import backtrace_core
     return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, all_threads=args.all_threads,
-                          out=sys.stdout, limit=args.limit)
+                          out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback)
 
 
 def build_parser():
@@ -63,6 +63,8 @@ def build_parser():
     bt.add_argument("--exe", help="the executable, if the core's file list does not lead to it")
     bt.add_argument("--sysroot", help="prefix for the paths of mapped files")
     bt.add_argument("--all-threads", action="store_true", help="every thread, not only the first")
+    bt.add_argument("--fp-fallback", action="store_true",
+                    help="continue by the frame-pointer chain through code without SFrame")
     bt.add_argument("--limit", type=int, default=100000, help="maximum frames per thread")
     bt.set_defaults(func=cmd_backtrace)
     return p
