@@ -1,0 +1,444 @@
+"""The SFrame stack unwinder shared by the GDB and LLDB adapters and the core-file CLI.
+
+Pure Python, no debugger imports.  Callers give a frame's registers, a memory reader and a
+finder that maps a PC to the SFrame index of the module holding it; `step` computes the
+caller's frame (or says why it cannot), `walk` repeats that for a whole backtrace.
+
+Every way an unwind can fail ends in a `Stop` with a `StopReason`: nothing a malformed section,
+unreadable memory or a corrupt stack can do makes `step`/`walk` raise.
+
+Frames come from one of three methods (`Method`): the SFrame rules of the function, the
+frame-pointer chain (no SFrame for the PC, but the module promises frame pointers or the
+caller allows the fallback), or the kernel's signal frame (the PC is at the signal-return
+trampoline, or in a V3 FDE flagged as a signal frame).
+"""
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Optional
+
+from . import abi as abimod
+from . import format as F
+from . import sigframe
+from .errors import SFrameError
+from .rules import RuleKind
+
+MASK64 = (1 << 64) - 1
+DEFAULT_DEPTH_LIMIT = 100_000
+
+# AArch64 pointer authentication.  The PAC of a code pointer lives in the bits above the
+# virtual-address size, except bit 55, which selects the upper or lower address range (so it
+# survives).  For the usual 48-bit user VA that is bits 48-54 and 56-63.  Stripping follows the
+# architecture's XPAC: if bit 55 is clear (user space) the PAC bits are cleared, so the low 48
+# bits remain; if bit 55 is set (kernel-range address) they are set, so the top bits stay all ones.
+# A debugger that knows the process's real mask (Linux: NT_ARM_PAC_MASK) passes it as `pac_mask`.
+DEFAULT_PAC_MASK = 0xFF7F_0000_0000_0000
+
+
+def strip_pac(addr, mask=DEFAULT_PAC_MASK):
+    """The address with its pointer-authentication code removed (see DEFAULT_PAC_MASK)."""
+    if (addr >> 55) & 1:
+        return (addr | mask) & MASK64
+    return addr & ~mask & MASK64
+
+
+class Method(enum.Enum):
+    """How a frame was unwound from the frame below it."""
+    SFRAME = "sframe"
+    FRAME_POINTER = "frame pointer"
+    SIGNAL = "signal frame"
+
+
+class StopReason(enum.Enum):
+    """Why the unwind stops.  The value is the wording used after "Backtrace stopped: "."""
+    OUTERMOST = "reached the outermost frame"
+    NO_SFRAME = "no SFrame information for the PC"
+    MALFORMED = "malformed SFrame section"
+    MEMORY_READ = "cannot access memory"
+    CFA_NOT_ABOVE_SP = "CFA not above the stack pointer (corrupt stack?)"
+    CFA_MISALIGNED = "CFA not word-aligned (corrupt stack?)"
+    CFA_NOT_INCREASING = "previous frame inner to this frame (corrupt stack?)"
+    FP_BELOW_SP = "frame pointer below the stack pointer (corrupt stack?)"
+    UNSAFE_UNWIND = "rule needs a register not known in this frame"
+    DEPTH_LIMIT = "backtrace limit exceeded"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The end of an unwind: why, for which frame's PC, and the details."""
+    reason: StopReason
+    detail: str = ""
+    pc: Optional[int] = None        # PC of the frame that could not be unwound
+    address: Optional[int] = None   # MEMORY_READ: the address that could not be read
+
+    @property
+    def is_error(self):
+        """False for a clean end (outermost frame), True when the stack could not be followed."""
+        return self.reason is not StopReason.OUTERMOST
+
+    @property
+    def message(self):
+        """GDB-style text, e.g. 'Backtrace stopped: Cannot access memory at address 0x10'."""
+        if self.reason is StopReason.MEMORY_READ and self.address is not None:
+            text = "Cannot access memory at address %#x" % self.address
+        else:
+            text = self.reason.value
+        if self.detail:
+            text += ": " + self.detail
+        return "Backtrace stopped: " + text
+
+    def __str__(self):
+        return self.message
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame's registers, as given for the topmost frame or as recovered for a caller.
+
+    `regs` holds any other registers known in the frame, by DWARF number (the topmost frame may
+    supply all of them; a signal frame recovers all general registers).  `sp`, `fp` and `ra`
+    win over the same registers in `regs`.  `ra` is the ABI's return-address register (AArch64
+    x30, s390x r14) and stays None on x86-64: in a caller it holds the return address as it was
+    stored (still signed, if it was), while `pc` has the pointer-authentication code stripped.
+
+    For recovered frames, `cfa` is the CFA computed for the callee (the frame this one was
+    unwound from), i.e. this frame's SP at the call (plus 160 on s390x); for a frame recovered
+    from a signal frame it is the SP at the trampoline.  `interrupted` marks a frame restored
+    from a signal frame: its PC is the interrupted instruction, not a return address, and all of
+    its registers are known, so it unwinds like a topmost frame.
+    """
+    pc: int
+    sp: int
+    fp: Optional[int] = None
+    ra: Optional[int] = None
+    regs: Mapping[int, int] = field(default_factory=dict, hash=False)
+    cfa: Optional[int] = None
+    method: Optional[Method] = None
+    ra_stripped: bool = False
+    interrupted: bool = False
+    level: int = 0
+    match: object = field(default=None, hash=False, compare=False, repr=False)  # index Match used
+
+    def reg(self, abi, regnum):
+        """Value of DWARF register `regnum` in this frame, or None if unknown."""
+        if regnum == abi.sp:
+            return self.sp
+        if regnum == abi.fp and self.fp is not None:
+            return self.fp
+        if regnum == abi.ra and self.ra is not None:
+            return self.ra
+        return self.regs.get(regnum)
+
+
+class _Stopped(Exception):
+    """Internal: carries a Stop out of nested helpers."""
+
+    def __init__(self, stop):
+        super().__init__(stop.message)
+        self.stop = stop
+
+
+def _abi_info(abi):
+    return abi if isinstance(abi, abimod.ABIInfo) else abimod.info(abi)
+
+
+class _Ctx:
+    """Per-step state: the frame, its trust level, and checked memory access."""
+
+    def __init__(self, frame, abi, read, full):
+        self.frame = frame
+        self.abi = abi
+        self.read = read
+        self.full = full          # topmost or interrupted: every supplied register is valid
+        self.order = "big" if abi.big_endian else "little"
+
+    def stop(self, reason, detail="", address=None):
+        return _Stopped(Stop(reason, detail, self.frame.pc, address))
+
+    def fetch(self, addr, size):
+        """Bytes at addr, or None if the read failed in any way."""
+        addr &= MASK64
+        try:
+            data = self.read(addr, size)
+        except Exception:      # the reader may fail however it likes: a failed read
+            return None
+        if data is None:
+            return None
+        data = bytes(data)
+        return data[:size] if len(data) >= size else None
+
+    def read_exact(self, addr, size):
+        data = self.fetch(addr, size)
+        if data is None:
+            raise self.stop(StopReason.MEMORY_READ, address=addr & MASK64)
+        return data
+
+    def word(self, addr):
+        return int.from_bytes(self.read_exact(addr, self.abi.ptr_size), self.order)
+
+    def reg(self, regnum, what):
+        """A register's value for a rule; only SP and FP are trusted outside the topmost frame."""
+        abi = self.abi
+        if regnum not in (abi.sp, abi.fp) and not self.full:
+            raise self.stop(StopReason.UNSAFE_UNWIND, "%s rule uses %s, only valid in the topmost frame"
+                            % (what, abi.regname(regnum)))
+        v = self.frame.reg(abi, regnum)
+        if v is None:
+            raise self.stop(StopReason.UNSAFE_UNWIND, "%s rule uses %s, whose value is not known"
+                            % (what, abi.regname(regnum)))
+        return v & MASK64
+
+
+def _apply(ctx, rule, what, cfa):
+    """Value given by a CFA/RA/FP rule; None for UNCHANGED (the caller decides what that means)."""
+    k = rule.kind
+    if k is RuleKind.AT_CFA or k is RuleKind.FIXED:
+        return ctx.word(cfa + rule.offset)
+    if k is RuleKind.CFA_PLUS:
+        return (cfa + rule.offset) & MASK64
+    if k is RuleKind.REGISTER:
+        addr = (ctx.reg(rule.reg, what) + rule.offset) & MASK64
+        return ctx.word(addr) if rule.deref else addr
+    if k is RuleKind.UNCHANGED:
+        return None
+    raise ctx.stop(StopReason.OUTERMOST, "%s undefined" % what)
+
+
+def _check_cfa(ctx, cfa, prev_cfa, fp_based):
+    """The kernel unwinder's sanity checks on a new CFA."""
+    frame, abi = ctx.frame, ctx.abi
+    if cfa % abi.ptr_size:
+        raise ctx.stop(StopReason.CFA_MISALIGNED, "CFA %#x" % cfa)
+    if fp_based and (frame.fp is None or frame.fp < frame.sp):
+        raise ctx.stop(StopReason.FP_BELOW_SP, "CFA is FP-based but FP %s < SP %#x"
+                       % ("?" if frame.fp is None else "%#x" % frame.fp, frame.sp))
+    if not ctx.full and cfa <= frame.sp:
+        raise ctx.stop(StopReason.CFA_NOT_ABOVE_SP, "CFA %#x, SP %#x" % (cfa, frame.sp))
+    if prev_cfa is not None and not frame.interrupted and cfa <= prev_cfa:
+        raise ctx.stop(StopReason.CFA_NOT_INCREASING, "CFA %#x, previous frame's CFA %#x" % (cfa, prev_cfa))
+
+
+def _finish_ra(ctx, raw, mangled, pac_mask):
+    """(pc, stripped?) from a recovered return address; a zero RA ends the walk."""
+    if raw == 0:
+        raise ctx.stop(StopReason.OUTERMOST, "return address is zero")
+    if ctx.abi.name.startswith("aarch64"):
+        if mangled:
+            return strip_pac(raw, pac_mask), True
+    return raw, False
+
+
+def _sframe_step(ctx, match, prev_cfa, pac_mask):
+    rules = match.rules
+    frame, abi = ctx.frame, ctx.abi
+    if rules.outermost:
+        raise ctx.stop(StopReason.OUTERMOST, "return address undefined in the SFrame data")
+    cfa_rule = rules.cfa
+    cfa = _apply(ctx, cfa_rule, "CFA", None)
+    fp_based = cfa_rule.kind is RuleKind.REGISTER and cfa_rule.reg == abi.fp
+    _check_cfa(ctx, cfa, prev_cfa, fp_based)
+
+    raw = _apply(ctx, rules.ra, "RA", cfa)
+    if raw is None:   # RA still in its register: only true while the function has not called anything
+        if not ctx.full:
+            pad = " (s390x RA padding: RA not saved)" if rules.ra.padding else ""
+            raise ctx.stop(StopReason.UNSAFE_UNWIND, "RA is still in %s%s, only valid in the topmost frame"
+                           % (abi.regname(abi.ra), pad))
+        raw = frame.reg(abi, abi.ra)
+        if raw is None:
+            raise ctx.stop(StopReason.UNSAFE_UNWIND, "RA is in %s, whose value was not supplied"
+                           % abi.regname(abi.ra))
+    pc, stripped = _finish_ra(ctx, raw, rules.ra_mangled, pac_mask)
+
+    fp = _apply(ctx, rules.fp, "FP", cfa)
+    if fp is None:
+        fp = frame.fp
+    return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp,
+                 ra=None if abi.name == "amd64" else raw, cfa=cfa, method=Method.SFRAME,
+                 ra_stripped=stripped, level=frame.level + 1, match=match)
+
+
+def _fp_step(ctx, prev_cfa, pac_mask, why):
+    """Frame-pointer chain: [FP] = caller's FP, [FP+8] = return address, CFA = FP+16."""
+    frame, abi = ctx.frame, ctx.abi
+    if abi.name == "s390x":
+        raise ctx.stop(StopReason.NO_SFRAME, "%s, and s390x has no frame-pointer chain to fall back on" % why)
+    fp = frame.fp
+    if fp is None:
+        raise ctx.stop(StopReason.NO_SFRAME, "%s, and FP is not known for the frame-pointer fallback" % why)
+    if fp == 0:
+        raise ctx.stop(StopReason.OUTERMOST, "frame pointer is zero (end of the frame-pointer chain)")
+    cfa = (fp + 16) & MASK64
+    _check_cfa(ctx, cfa, prev_cfa, True)
+    raw = ctx.word(fp + 8)
+    if raw == 0:
+        raise ctx.stop(StopReason.OUTERMOST, "return address is zero")
+    new_fp = ctx.word(fp)
+    pc, stripped = raw, False
+    if abi.name.startswith("aarch64"):
+        # Whether this function signs its LR is unknown here; stripping is harmless for user addresses.
+        pc = strip_pac(raw, pac_mask)
+        stripped = pc != raw
+    return Frame(pc=pc, sp=cfa, fp=new_fp, ra=None if abi.name == "amd64" else raw, cfa=cfa,
+                 method=Method.FRAME_POINTER, ra_stripped=stripped, level=frame.level + 1)
+
+
+def _signal_step(ctx, lay):
+    """Restore the interrupted context from the kernel's signal frame at SP."""
+    frame, abi = ctx.frame, ctx.abi
+    pc, regs = sigframe.recover(abi, lay, frame.sp, ctx.read_exact)
+    sp = regs.get(abi.sp)
+    if pc == 0:
+        raise ctx.stop(StopReason.OUTERMOST, "signal frame holds a zero PC")
+    if pc == frame.pc and sp == frame.sp:
+        raise ctx.stop(StopReason.CFA_NOT_INCREASING, "signal frame restores this very frame (corrupt stack?)")
+    return Frame(pc=pc, sp=sp, fp=regs.get(abi.fp), ra=None if abi.name == "amd64" else regs.get(abi.ra),
+                 regs=regs, cfa=frame.sp, method=Method.SIGNAL, interrupted=True, level=frame.level + 1)
+
+
+def _index_of(found):
+    if found is None:
+        return None
+    return found[0] if isinstance(found, tuple) else found
+
+
+def _lookup(ctx, find, pc):
+    """(index, match) for pc; either may be None.  A malformed section becomes a MALFORMED stop."""
+    try:
+        index = _index_of(find(pc))
+    except SFrameError as e:
+        raise ctx.stop(StopReason.MALFORMED, str(e))
+    if index is None:
+        return None, None
+    try:
+        match = index.lookup(pc)
+        if match is not None and _abi_info(index.abi).name != ctx.abi.name:
+            raise SFrameError(4, "section is for %s, the frame is %s" % (_abi_info(index.abi).name, ctx.abi.name))
+    except SFrameError as e:
+        raise ctx.stop(StopReason.MALFORMED, str(e))
+    except Exception as e:     # a decoder slip on hostile data must not escape either
+        raise ctx.stop(StopReason.MALFORMED, "%s: %s" % (type(e).__name__, e))
+    return index, match
+
+
+def _is_signal(index, match):
+    """A V3 FDE with the signal-frame bit (the bit is unused, so ignored, before V3)."""
+    return index.version >= 3 and match.fde.signal
+
+
+def _signal_layout(ctx, match, symbol):
+    """The signal-frame layout if the frame is at a signal trampoline, else None."""
+    frame, abi = ctx.frame, ctx.abi
+    exact = ctx.full
+    if match is not None:
+        # A V3 FDE flagged as a signal frame.  s390x has two layouts: tell them apart by the code.
+        lays = sigframe.layouts(abi)
+        if not lays:
+            return None
+        return sigframe.by_code(abi, frame.pc, ctx.fetch, exact) or lays[0]
+    if symbol is not None:
+        try:
+            name = symbol(frame.pc)
+        except Exception:
+            name = None
+        lay = sigframe.by_symbol(abi, name)
+        if lay is not None:
+            return lay
+    return sigframe.by_code(abi, frame.pc, ctx.fetch, exact)
+
+
+def step(frame, *, abi, read, find, topmost, prev_cfa=None, fp_fallback=False,
+         pac_mask=DEFAULT_PAC_MASK, symbol=None, detect_signal=True):
+    """Unwind one frame: the caller of `frame` as a Frame, or a Stop saying why not.
+
+    abi:         ABIInfo or SFrame ABI number of the process.
+    read:        read(addr, size) -> bytes; raising or returning short data is a failed read.
+    find:        find(pc) -> (SFrameIndex, info) or None (a bare SFrameIndex is accepted too);
+                 the index must have the module's load bias applied.
+    topmost:     frame is the innermost frame (level 0): every register in it is valid.
+    prev_cfa:    CFA computed by the previous step, for the strictly-increasing check (not
+                 applied across a signal frame: the handler may run on an alternate stack).
+    fp_fallback: unwind by the frame-pointer chain when there is no SFrame for the PC, even
+                 if the module's header does not promise frame pointers (SFRAME_F_FRAME_POINTER).
+    pac_mask:    AArch64 pointer-authentication bits to strip from signed return addresses.
+    symbol:      optional symbol(pc) -> name, to recognise the signal trampoline by name
+                 (e.g. when its code is not in a core file).
+    detect_signal: False turns signal-frame recognition off.
+
+    A frame marked `interrupted` (restored from a signal frame) is treated like a topmost one.
+    An SFrameError from `find` or the index becomes a MALFORMED stop; any other exception
+    raised by `find` is a bug in the caller and propagates.
+
+    Work per frame: one lookup and at most three memory reads (CFA, RA, FP); a PC without an
+    FDE costs one more read to check for the signal trampoline, a signal frame two or three.
+    """
+    abi = _abi_info(abi)
+    full = topmost or frame.interrupted
+    ctx = _Ctx(frame, abi, read, full)
+    try:
+        # A return address points after the call: look up the call itself, or a call that ends
+        # a function (noreturn) would find the next function's rules.
+        pc = frame.pc & MASK64
+        lookup_pc = pc if full or pc == 0 else pc - 1
+        index, match = _lookup(ctx, find, lookup_pc)
+        if match is None and lookup_pc != pc:
+            # The signal trampoline may start a function: the handler "returns" to its first byte.
+            idx2, m2 = _lookup(ctx, find, pc)
+            if m2 is not None and _is_signal(idx2, m2):
+                index, match = idx2, m2
+        if match is not None:
+            if detect_signal and _is_signal(index, match):
+                lay = _signal_layout(ctx, match, symbol)
+                if lay is not None:
+                    return _signal_step(ctx, lay)
+            return _sframe_step(ctx, match, prev_cfa, pac_mask)
+        if detect_signal:
+            lay = _signal_layout(ctx, None, symbol)
+            if lay is not None:
+                return _signal_step(ctx, lay)
+        why = "no SFrame FDE covers PC %#x" % pc if index is not None else "no module with SFrame covers PC %#x" % pc
+        promised = index is not None and index.header.has(F.Flag.FRAME_POINTER)
+        if fp_fallback or promised:
+            return _fp_step(ctx, prev_cfa, pac_mask, why)
+        raise ctx.stop(StopReason.NO_SFRAME, why)
+    except _Stopped as s:
+        return s.stop
+
+
+def walk(initial, *, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, **options):
+    """Whole backtrace: yields `initial` (as level 0), then each caller, then one final Stop.
+
+    `options` are passed to `step` (fp_fallback, pac_mask, symbol, detect_signal).  `limit`
+    bounds the number of frames yielded; reaching it ends with a DEPTH_LIMIT stop.
+    """
+    abi = _abi_info(abi)
+    frame = initial if initial.level == 0 else _relevel(initial)
+    yield frame
+    count = 1
+    prev_cfa = None
+    while True:
+        if count >= limit:
+            yield Stop(StopReason.DEPTH_LIMIT, "limit of %d frames" % limit, frame.pc)
+            return
+        nxt = step(frame, abi=abi, read=read, find=find, topmost=count == 1, prev_cfa=prev_cfa, **options)
+        if isinstance(nxt, Stop):
+            yield nxt
+            return
+        yield nxt
+        count += 1
+        prev_cfa = nxt.cfa
+        frame = nxt
+
+
+def _relevel(frame):
+    return replace(frame, level=0)
+
+
+def backtrace(initial, **kwargs):
+    """([frames], stop): `walk` collected into a list."""
+    frames = []
+    for item in walk(initial, **kwargs):
+        if isinstance(item, Stop):
+            return frames, item
+        frames.append(item)
+    raise AssertionError("walk ended without a Stop")   # pragma: no cover
