@@ -14,7 +14,7 @@ CACHE=${SFRAME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sframe-gdb}
 MIRROR=${SFRAME_MIRROR:-http://deb.debian.org/debian}
 
 # name | debootstrap --include | packages installed afterwards with apt-get
-TRIXIE_INCLUDE="gcc,binutils,libc6-dev"
+TRIXIE_INCLUDE="gcc,binutils,libc6-dev,gdb"
 TRIXIE_EXTRA=""
 SID_INCLUDE="gcc,binutils,libc6-dev,gdb,python3"
 SID_EXTRA="lldb python3-lldb python3-pyelftools gdb-multiarch qemu-user gcc-aarch64-linux-gnu gcc-s390x-linux-gnu libc6-dev-arm64-cross libc6-dev-s390x-cross"
@@ -43,15 +43,34 @@ build() {
         echo "roots: something is still mounted inside $dir; refusing to rebuild it" >&2
         exit 1
     fi
-    rm -rf --one-file-system "$tmp"
     echo "roots: building $name root in $dir (debootstrap $suite)" >&2
-    debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$MIRROR" >"$CACHE/roots/$name.log" 2>&1 \
-        || { echo "roots: debootstrap $suite failed, see $CACHE/roots/$name.log" >&2; exit 1; }
+    : >"$CACHE/roots/$name.log"
+    # debootstrap and apt run in a private mount namespace: whatever they
+    # mount inside the new root (/proc, /sys) goes away with them, even if
+    # they are killed.  A transient network failure gets a second try.
+    local try ok=0
+    for try in 1 2; do
+        rm -rf --one-file-system "$tmp"
+        if unshare --mount --propagation private \
+                debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$MIRROR" \
+                >>"$CACHE/roots/$name.log" 2>&1 </dev/null; then
+            ok=1; break
+        fi
+        echo "roots: debootstrap $suite failed (try $try)" >&2
+    done
+    [ "$ok" = 1 ] || { echo "roots: debootstrap $suite failed, see $CACHE/roots/$name.log" >&2; exit 1; }
     if [ -n "$extra" ]; then
-        chroot "$tmp" sh -c "apt-get -o Acquire::Check-Valid-Until=false update && \
-            DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $extra && apt-get clean" \
-            >>"$CACHE/roots/$name.log" 2>&1 \
-            || { echo "roots: installing packages in $name failed, see $CACHE/roots/$name.log" >&2; exit 1; }
+        ok=0
+        for try in 1 2; do
+            if unshare --mount --propagation private chroot "$tmp" sh -c \
+                    "apt-get -o Acquire::Check-Valid-Until=false update && \
+                     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $extra && \
+                     apt-get clean" >>"$CACHE/roots/$name.log" 2>&1 </dev/null; then
+                ok=1; break
+            fi
+            echo "roots: installing packages in $name failed (try $try)" >&2
+        done
+        [ "$ok" = 1 ] || { echo "roots: installing packages in $name failed, see $CACHE/roots/$name.log" >&2; exit 1; }
     fi
     echo "$stamp" >"$tmp/.sframe-stamp"
     rm -rf --one-file-system "$dir"

@@ -1,0 +1,39 @@
+"""Shared pytest fixtures: the Debian roots and the corpus of built programs."""
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+
+import toolchains  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def roots():
+    """Make sure the trixie and sid roots exist (scripts/roots.sh builds them
+    the first time, a few minutes; afterwards it returns at once).  Never
+    skips: a failure to build them is an error."""
+    try:
+        toolchains.ensure_roots()
+    except RuntimeError as e:
+        pytest.fail(f"cannot build the toolchain roots: {e}", pytrace=False)
+    return {name: toolchains.root_path(name) for name in ("trixie", "sid")}
+
+
+@pytest.fixture(scope="session")
+def corpus(roots, tmp_path_factory):
+    """Every fixture program built with every toolchain and variant, once per
+    session: a toolchains.Corpus (list of toolchains.Build records:
+    toolchain, fixture, variant, path, version, arch, cflags, args, lib,
+    noeh), with .get(toolchain, fixture, variant) and .select(...)."""
+    outdir = tmp_path_factory.mktemp("corpus")
+    start = time.monotonic()
+    built = toolchains.build_corpus(outdir)
+    sys.stderr.write(f"\n[corpus: {len(built)} builds in {time.monotonic() - start:.1f} s "
+                     f"under {outdir}]\n")
+    return built
