@@ -19,6 +19,7 @@ PACKAGES=(
     gdb             # GDB 13, embedded Python 3.11
     lldb-16 python3-lldb-16
     python3-pyelftools python3-pytest python3-pexpect python3-hypothesis python3-venv
+    python3-pip python3-setuptools python3-wheel   # installing this checkout (the sframe command)
     util-linux      # unshare, findmnt (scripts/inroot)
 )
 
@@ -53,6 +54,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
         -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"
 else
     echo "setup: Debian packages already installed" >&2
+fi
+
+# The `sframe` command: this checkout installed in editable mode into Debian's Python (the one
+# GDB 13 embeds), so it always runs the code of the checkout it was installed from.
+REPO=$(cd "$HERE/.." && pwd)
+where=$(cd / && /usr/bin/python3 -c 'import core.cli, os; print(os.path.dirname(os.path.dirname(core.cli.__file__)))' 2>/dev/null || true)
+if [ "$where" != "$REPO" ] || ! command -v sframe >/dev/null; then
+    echo "setup: installing $REPO (pip install -e) for the sframe command" >&2
+    /usr/bin/python3 -m pip install -q --break-system-packages --no-build-isolation --no-deps -e "$REPO" </dev/null >&2
 fi
 
 bash "$HERE/roots.sh" >&2
