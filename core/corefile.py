@@ -483,19 +483,23 @@ class CoreFile:
         return None
 
     def _from_file(self, cur, end, seg):
-        """Bytes from cur (up to end) out of the read-only file mapped there, or None."""
-        if seg is None:
-            return None
-        flags = seg[4]
-        if not flags & PF_R or flags & PF_W:
-            return None
+        """Bytes from cur (up to end) out of the read-only file mapped there, or None.
+
+        Without a segment at cur: GDB's gcore writes no program header at all for file
+        mappings it leaves out (unmodified ones, such as a library's text), where the kernel
+        writes one with p_filesz 0; the mapped file then holds the bytes.
+        """
+        if seg is not None:
+            flags = seg[4]
+            if not flags & PF_R or flags & PF_W:
+                return None
         m = self._mapping_at(cur)
         if m is None or m.path in self._rejected:
             return None
         fh = self._file(m.path, self._is_exe_path(m.path))
         if fh is None:
             return None
-        limit = min(end, m.end, seg[0] + seg[1])
+        limit = min(end, m.end) if seg is None else min(end, m.end, seg[0] + seg[1])
         nxt = self._next_segment_start(cur)
         if nxt is not None:
             limit = min(limit, nxt)

@@ -22,7 +22,6 @@ import random
 import re
 import shlex
 import struct
-import sys
 from pathlib import Path
 
 import pytest
