@@ -7,6 +7,7 @@ bytes that could hold it (memory stays proportional to the section size).
 """
 
 import struct
+import sys
 
 from . import format as F
 from .errors import SFrameError
@@ -14,6 +15,10 @@ from .records import FDE, FRE, Header
 
 _WORD_CODES = {1: "b", 2: "h", 4: "i"}
 _START_CODES = {F.FREType.ADDR1: "B", F.FREType.ADDR2: "H", F.FREType.ADDR4: "I"}
+# Plain ints for the per-FRE loop (enum lookups cost more than the decoding itself).
+_MAX_FDE_TYPE = max(F.FDEType)
+_MAX_FRE_TYPE = max(F.FREType)
+_WORD_BYTES = (1, 2, 4)          # by data-word size code; code 3 is invalid
 
 
 def parse_header(data):
@@ -84,6 +89,28 @@ class Section:
         self._start_fmt = struct.Struct(e + ("q" if h.version == 3 else "i"))
         self._fde_fmt = struct.Struct(e + {1: "iIIIB", 2: "iIIIBBH", 3: "qII"}[h.version])
         self._attr_fmt = struct.Struct(e + "HBBB")
+        self._fde_size = h.fde_size
+        self._starts = self._start_view()
+
+    def _start_view(self):
+        """A zero-copy view of the raw start fields (element stride), when the layout allows one.
+
+        Native byte order and a record size that is a multiple of the field size (V2: 20/4,
+        V3: 16/8) let a memoryview cast index the fields directly: a binary search then reads
+        one element per probe instead of calling struct.  Otherwise (V1's 17-byte records, a
+        foreign byte order) start_of falls back to struct.
+        """
+        h = self.header
+        if h.version == 1 or h.big_endian != (sys.byteorder == "big"):
+            return None
+        code, width = ("q", 8) if h.version == 3 else ("i", 4)
+        n = h.num_fdes * h.fde_size
+        if n == 0:
+            return None
+        try:
+            return memoryview(self.data)[self.fde_base:self.fde_base + n].cast(code), h.fde_size // width
+        except (TypeError, ValueError):
+            return None
 
     @property
     def version(self):
@@ -98,9 +125,42 @@ class Section:
 
     def start_of(self, i):
         """Resolved start address of FDE i without decoding the rest of it (for binary search)."""
-        off = self.fde_base + i * self.header.fde_size
-        field = self._start_fmt.unpack_from(self.data, off)[0]
+        off = self.fde_base + i * self._fde_size
+        if self._starts is not None:
+            view, stride = self._starts
+            field = view[i * stride]
+        else:
+            field = self._start_fmt.unpack_from(self.data, off)[0]
         return self.section_addr + (off if self.pcrel else 0) + field
+
+    def start_search(self, pc, n):
+        """Number of FDEs (in stored order, assumed sorted) whose start is <= pc: a bisect."""
+        lo, hi = 0, n
+        base = self.section_addr
+        size = self._fde_size
+        if self.pcrel:
+            base += self.fde_base
+        else:
+            size = 0
+        if self._starts is not None:
+            view, stride = self._starts
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if base + mid * size + view[mid * stride] <= pc:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+        unpack = self._start_fmt.unpack_from
+        data = self.data
+        fde_base, rec = self.fde_base, self._fde_size
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if base + mid * size + unpack(data, fde_base + mid * rec)[0] <= pc:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def fde(self, i):
         h = self.header
@@ -119,7 +179,7 @@ class Section:
             num_fres, info, info2, rep = self._attr_fmt.unpack_from(self.data, attr)
             info_off, rep_off = attr + 2, attr + 4
             ftype = info2 & F.FDE_INFO2_TYPE_MASK
-            if ftype > max(F.FDEType):
+            if ftype > _MAX_FDE_TYPE:
                 raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, ftype))
         else:
             num_fres, info = vals[3], vals[4]
@@ -128,7 +188,7 @@ class Section:
                 rep, pad = vals[5], vals[6]
             if fre_off > h.fre_len:
                 raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x" % (i, fre_off, h.fre_len))
-        if info & F.FDE_INFO_FRE_TYPE_MASK > max(F.FREType):
+        if info & F.FDE_INFO_FRE_TYPE_MASK > _MAX_FRE_TYPE:
             raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, info & F.FDE_INFO_FRE_TYPE_MASK))
         if (info >> F.FDE_INFO_PCTYPE_BIT) & 1 and h.version >= 2 and rep == 0:
             raise SFrameError(rep_off, "FDE %d: PC type MASK with repetition block size 0" % i)
@@ -160,9 +220,9 @@ class Section:
             info = data[pos + ssize]
             pos += ssize + 1
             wcode = (info >> F.FRE_INFO_SIZE_SHIFT) & F.FRE_INFO_SIZE_MASK
-            if wcode > max(F.DataWordSize):
+            if wcode > 2:
                 raise SFrameError(pos - 1, "FDE %d: FRE %d has invalid data-word size code %d" % (fde.index, k, wcode))
-            wsize = F.DATAWORD_BYTES[F.DataWordSize(wcode)]
+            wsize = _WORD_BYTES[wcode]
             count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
             if pos + count * wsize > end:
                 raise SFrameError(fre_off, "FDE %d: FRE %d's %d data words overrun fre_len" % (fde.index, k, count))

@@ -6,7 +6,7 @@ function's FREs and interpreted rules.  A section not flagged sorted is sorted o
 """
 
 import bisect
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import format as F
 from .decode import Section
@@ -14,11 +14,11 @@ from .errors import SFrameError
 from .records import FDE, FRE
 from .rules import FrameRules, interpret
 
+_MASK_BIT = 1 << F.FDE_INFO_PCTYPE_BIT
 V1_MASK_REP_SIZE = 16    # V1 has no rep_size field; its only MASK users are 16-byte PLT entries
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):
     """The answer to lookup(pc): the function, the FRE in effect (None if it has none) and its rules."""
     fde: FDE
     fre: FRE
@@ -46,6 +46,7 @@ class SFrameIndex:
         self.header = self.section.header
         self._order = None if self.header.has(F.Flag.FDE_SORTED) else False
         self._funcs = {}
+        self._fdes = {}
         self._range = None
 
     @property
@@ -88,19 +89,28 @@ class SFrameIndex:
         if n == 0:
             return None
         order = self._sorted_order()
-        lo, hi = 0, n
         start = self._start
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if start(mid) <= pc:
-                lo = mid + 1
-            else:
-                hi = mid
+        if order:
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if start(mid) <= pc:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        else:
+            lo = self.section.start_search(pc, n)
         k = lo - 1
         if k < 0:
             return None
         i = order[k] if order else k
-        fde = self.section.fde(i)
+        fde = self._fdes.get(i)
+        if fde is None:
+            if len(self._fdes) >= self.CACHE_LIMIT:
+                self._fdes.clear()
+            fde = self._fdes[i] = self.section.fde(i)
+        elif order is None:
+            return fde if fde.contains(pc) else None     # neighbours checked when first decoded
         if order is None:
             # Flagged sorted: check the neighbours of the hit, so a lie cannot give a wrong answer silently.
             if k > 0 and start(k - 1) > fde.start:
@@ -132,7 +142,7 @@ class SFrameIndex:
                 return Match(fde, None, interpret(self.header, fde, None), pc)
             return None
         off = pc - fde.start
-        if fde.pc_type is F.PCType.MASK:
+        if fde.info & _MASK_BIT:
             off %= fde.rep_size or V1_MASK_REP_SIZE
         j = bisect.bisect_right(f.starts, off) - 1
         if j < 0:

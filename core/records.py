@@ -1,6 +1,7 @@
 """Decoded SFrame records.  Raw fields are kept so that encoding gives back the same bytes."""
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import format as F
 
@@ -38,9 +39,11 @@ class Header:
         return bool(self.flags & flag)
 
 
-@dataclass(frozen=True)
-class FDE:
-    """One function: the V1/V2 FDE record, or the V3 index entry joined with its attribute record."""
+class FDE(NamedTuple):
+    """One function: the V1/V2 FDE record, or the V3 index entry joined with its attribute record.
+
+    A named tuple rather than a dataclass: lookups create these on the hot path.
+    """
     index: int
     offset: int          # byte offset of the record (V3: of the index entry) in the section
     start_field: int     # raw sfde_func_start_address / sfdi_func_start_offset
@@ -82,8 +85,7 @@ class FDE:
         return self.start <= pc < self.start + self.size
 
 
-@dataclass(frozen=True)
-class FRE:
+class FRE(NamedTuple):
     """One frame row entry: a PC range's start (relative to the function) and its data words."""
     offset: int          # byte offset of the FRE in the section
     start: int           # sfre_start_address: offset from the function start
