@@ -1,0 +1,146 @@
+"""The `sframe` command line and ELF access on real binaries: lookup, errors, how the section is found."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import toolchains
+from core.decode import Section
+from core.elf import ElfImage, parse_address
+from core.encode import encode
+from core.errors import ElfError, NoSFrameError
+from core.index import SFrameIndex
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sframe(*args):
+    """Run the CLI as a user would (a fresh process); returns (exit code, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-m", "core.cli", *map(str, args)], cwd=REPO,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def frames(corpus):
+    return {tc: corpus.get(tc, "frames", "O2-nofp") for tc in toolchains.TOOLCHAINS}
+
+
+def test_every_real_section_roundtrips_byte_for_byte(corpus):
+    checked = 0
+    for b in corpus:
+        for path in filter(None, (b.path, b.lib)):
+            sf = ElfImage(path).require_sframe()
+            s = Section(sf.data, sf.address)
+            assert encode(s.header, s.check_all()) == sf.data, path
+            checked += 1
+    assert checked >= len(corpus)
+
+
+def test_every_function_symbol_is_covered_with_the_right_bounds(frames):
+    for tc, b in frames.items():
+        img = ElfImage(b.path)
+        idx = SFrameIndex(img.sframe.data, img.sframe.address)
+        for name in ("stop_here", "leaf_work", "level1", "level2", "level3", "main"):
+            addr, size = toolchains.function_symbols(b.path)[name]
+            m = idx.lookup(addr)
+            assert m is not None and m.fde.start == addr and m.fde.size == size, (tc, name)
+            assert idx.lookup(addr + size - 1).fde.start == addr
+            assert img.symbolize(addr + 2) == (name, 2)
+            assert parse_address("%s+4" % name, img) == addr + 4
+
+
+@pytest.mark.parametrize("tc,cfa,ra,fp", [
+    ("host", "CFA = rsp + 8", "RA = [CFA - 8] (fixed offset from the header)", "rbp unchanged"),
+    ("trixie", "CFA = rsp + 8", "RA = [CFA - 8] (fixed offset from the header)", "rbp unchanged"),
+    ("sid", "CFA = rsp + 8", "RA = [CFA - 8] (fixed offset from the header)", "rbp unchanged"),
+    ("sid-aarch64", "CFA = sp", "x30 unchanged", "x29 unchanged"),
+    ("sid-s390x", "CFA = r15 + 160", "r14 unchanged", "r11 unchanged"),
+])
+def test_lookup_of_a_leaf_in_words(frames, tc, cfa, ra, fp):
+    b = frames[tc]
+    code, out, err = sframe("lookup", b.path, "stop_here")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    version = {"host": 1, "trixie": 2}.get(tc, 3)
+    assert lines[1].startswith("Section: .sframe at 0x") and "SFrame version %d" % version in lines[1]
+    assert lines[2].startswith("Function: stop_here at 0x")
+    assert lines[3].startswith("FDE: type default, PC type INC")
+    assert lines[4].startswith("FRE 0 of 1: 0x")
+    assert lines[5:] == ["Rules:", "  " + cfa, "  " + ra, "  " + fp]
+
+
+def test_lookup_inside_a_framed_function_and_the_plt(corpus):
+    b = corpus.get("sid", "frames", "O2-fp")
+    addr, size = toolchains.function_symbols(b.path)["level2"]
+    code, out, _ = sframe("lookup", b.path, "level2+%d" % (size - 2))
+    assert code == 0
+    assert "  CFA = rbp + 16" in out.splitlines() or "  CFA = rsp + 8" in out.splitlines()
+    img = ElfImage(b.path)
+    idx = SFrameIndex(img.sframe.data, img.sframe.address)
+    plt = [f for f in idx.section.fdes() if f.pc_type.name == "MASK"]
+    assert plt, "the x86-64 build has a MASK FDE for .plt"
+    code, out, _ = sframe("lookup", b.path, hex(plt[0].start + 0x13))
+    assert code == 0
+    assert "PC type MASK, rep size 16" in out and "of each 16-byte block" in out and "Function: .plt" in out
+
+
+def test_errors_are_one_line_on_stderr(tmp_path, frames):
+    b = frames["sid"]
+    text = tmp_path / "text"
+    text.write_text("hello\n")
+    cases = [
+        (("lookup", tmp_path / "missing", "0x10"), "no such file"),
+        (("dump", text), "not an ELF file"),
+        (("dump", "/bin/true"), "no SFrame section"),
+        (("lookup", b.path, "0x10"), "address 0x10 is not covered by SFrame data"),
+        (("lookup", b.path, "no_such_symbol+4"), "cannot parse address 'no_such_symbol+4'"),
+        (("dump", tmp_path), "is a directory"),
+    ]
+    for args, msg in cases:
+        code, out, err = sframe(*args)
+        assert code != 0 and out == ""
+        assert err.count("\n") == 1 and err.startswith("sframe: ") and msg in err, (args, err)
+
+
+def test_malformed_section_in_a_file_is_one_line(tmp_path, frames):
+    b = frames["sid"]
+    data = bytearray(b.path.read_bytes())
+    sf = ElfImage(b.path).sframe
+    data[sf.file_offset + 2] = 9           # version 9
+    bad = tmp_path / "bad"
+    bad.write_bytes(bytes(data))
+    code, out, err = sframe("dump", bad)
+    assert code == 1 and out == ""
+    assert err == "sframe: malformed SFrame section at byte offset 0x2: unknown version 9 (known: 1, 2, 3)\n"
+
+
+def test_found_by_type_and_by_segment(tmp_path, frames):
+    b = frames["sid"]
+    renamed, nosh = tmp_path / "renamed", tmp_path / "nosh"
+    toolchains.run_in("sid", ["objcopy", "--rename-section", ".sframe=.unwind_rows", str(b.path), str(renamed)],
+                      cwd=tmp_path, check=True)
+    toolchains.run_in("sid", ["objcopy", "--strip-section-headers", str(b.path), str(nosh)], cwd=tmp_path, check=True)
+    ref = ElfImage(b.path).sframe
+    by_type = ElfImage(renamed).sframe
+    assert by_type.name == ".unwind_rows" and by_type.data == ref.data and by_type.address == ref.address
+    by_seg = ElfImage(nosh).sframe
+    assert by_seg.name == "PT_GNU_SFRAME" and by_seg.address == ref.address
+    assert by_seg.data[:len(ref.data)] == ref.data
+    code, out, _ = sframe("lookup", nosh, hex(toolchains.function_symbols(b.path)["stop_here"][0]))
+    assert code == 0 and "Section: PT_GNU_SFRAME at %#x" % ref.address in out
+
+
+def test_no_sframe_is_a_clear_error():
+    with pytest.raises(NoSFrameError, match="no SFrame section"):
+        ElfImage("/bin/true").require_sframe()
+    with pytest.raises(ElfError, match="not an ELF file"):
+        ElfImage("/etc/hostname")
+
+
+def test_installed_command_exists():
+    """scripts/setup.sh installs the checkout so that `sframe` is on PATH."""
+    p = subprocess.run(["sframe", "--help"], stdout=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 0 and "dump" in p.stdout and "lookup" in p.stdout and "backtrace" in p.stdout
