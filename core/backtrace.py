@@ -3,15 +3,36 @@
 Registers come from the core's NT_PRSTATUS notes, memory from its PT_LOAD segments (with the
 mapped files for what it left out), modules and biases from NT_FILE (or the dynamic linker's
 list in qemu-user cores).  Each frame is printed with its PC, symbol, module, CFA and how it was
-unwound, then the stop reason, like GDB's "Backtrace stopped: ...".
+unwound, then the stop reason, like GDB's "Backtrace stopped: ...":
+
+    #1   0x000055555555522d in in_handler+9 (prog)  CFA 0x00007fffffffd970  [sframe]
+    #3   0x0000555555555201 in <signal handler called> (prog)  CFA 0x00007fffffffd980  [sframe]
+    #4   0x00005555555552a8 in poke+40 (prog)  CFA 0x00007fffffffe650  [signal frame]
+
+The CFA of a frame is known once its caller has been unwound, so the frame where the walk stops
+shows "CFA unknown".  The signal trampoline's row (GDB's "<signal handler called>") shows the
+stack pointer at the trampoline, where the kernel's signal frame starts.
+
+Symbols come from the module's .symtab (else .dynsym), or from its separate debug file found by
+build ID under <sysroot>/usr/lib/debug/.build-id; PLT entries are named `sym@plt` from the
+module's PLT relocations.
 """
 
 import os
 import signal as _signal
+import sys
+from typing import NamedTuple, Optional
 
 from .corefile import CoreFile
+from .elf import ElfImage
+from .errors import ElfError
 from .modules import ModuleSet
 from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, Stop, walk
+
+SIGNAL_TRAMPOLINE = "<signal handler called>"
+
+# Lazy-binding PLT shapes: (size of the header entry PLT0, size of each entry), per e_machine.
+_PLT_SHAPES = {"EM_X86_64": (16, 16), "EM_AARCH64": (32, 16), "EM_S390": (32, 32)}
 
 
 def _signame(num):
@@ -21,23 +42,95 @@ def _signame(num):
         return "signal %d" % num
 
 
+class _Symbols:
+    """Extra symbol sources for one mapped file: its separate debug file and its PLT entries."""
+
+    def __init__(self, path, sysroot):
+        self.debug = None
+        self.plt = None            # (address, entry size, header size, [names])
+        try:
+            self._load(path, sysroot)
+        except Exception:          # symbols are a nicety: never let a strange file stop a backtrace
+            self.debug, self.plt = None, None
+
+    def _load(self, path, sysroot):
+        from elftools.elf.elffile import ELFFile
+        with open(path, "rb") as fh:
+            elf = ELFFile(fh)
+            build_id = None
+            for sec in elf.iter_sections():
+                if sec["sh_type"] == "SHT_NOTE":
+                    for note in sec.iter_notes():
+                        if note["n_type"] == "NT_GNU_BUILD_ID":
+                            build_id = note["n_desc"]
+            if build_id and elf.get_section_by_name(".symtab") is None:
+                for root in ([sysroot] if sysroot else []) + ["/"]:
+                    cand = os.path.join(root, "usr/lib/debug/.build-id", build_id[:2], build_id[2:] + ".debug")
+                    if os.path.isfile(cand):
+                        try:
+                            self.debug = ElfImage(cand)
+                        except ElfError:
+                            self.debug = None
+                        break
+            shape = _PLT_SHAPES.get(elf["e_machine"])
+            plt = elf.get_section_by_name(".plt")
+            rela = elf.get_section_by_name(".rela.plt")
+            if shape and plt is not None and rela is not None and rela["sh_link"]:
+                symtab = elf.get_section(rela["sh_link"])
+                names = [symtab.get_symbol(r["r_info_sym"]).name for r in rela.iter_relocations()]
+                head, size = shape
+                if plt["sh_size"] == head + size * len(names):
+                    self.plt = (plt["sh_addr"], size, head, names)
+
+    def plt_name(self, addr):
+        """('name@plt', offset) for a link-time address inside a PLT entry, or None."""
+        if self.plt is None:
+            return None
+        start, size, head, names = self.plt
+        k, off = divmod(addr - start - head, size)
+        if addr < start + head or k >= len(names) or not names[k]:
+            return None
+        return names[k] + "@plt", off
+
+
+class Row(NamedTuple):
+    """One printed frame: the frame, its CFA (None until its caller was unwound) and whether it
+    is the signal trampoline (its caller was restored from the kernel's signal frame)."""
+    frame: Frame
+    cfa: Optional[int]
+    trampoline: bool
+
+
 class CoreSession:
     """A core file, its modules with SFrame, and symbolization: what a backtrace needs."""
 
     def __init__(self, core_path, exe=None, sysroot=None):
         self.core = CoreFile(core_path, sysroot=sysroot, exe=exe)
+        self.sysroot = sysroot
         self.abi = self.core.abi
         self.modules = ModuleSet()
+        self._extra = {}
         for mod in self.core.modules():
             if mod.image is not None:
                 self.modules.add(mod.path, mod.image.path, bias=mod.bias)
+
+    def _symbols_of(self, mod):
+        key = mod.image.path
+        if key not in self._extra:
+            self._extra[key] = _Symbols(key, self.sysroot)
+        return self._extra[key]
 
     def symbol(self, pc):
         """'name+off' for pc, or None."""
         mod = self.core.module_at(pc)
         if mod is None or mod.image is None:
             return None
-        s = mod.image.symbolize(pc, mod.bias)
+        extra = self._symbols_of(mod)
+        s = extra.plt_name(pc - mod.bias)
+        if s is None and extra.debug is not None:
+            s = extra.debug.symbolize(pc, mod.bias)
+        if s is None:
+            s = mod.image.symbolize(pc, mod.bias)
         if s is None:
             return None
         return s[0] if s[1] == 0 else "%s+%d" % s
@@ -52,44 +145,61 @@ class CoreSession:
         return Frame(pc=thread.pc, sp=thread.sp, fp=regs.get(abi.fp),
                      ra=regs.get(abi.ra) if abi.name != "amd64" else None, regs=regs)
 
+    def trampoline_name(self, pc):
+        """Symbol name at pc, for the unwinder's signal-trampoline recognition (`symbol=`).
+
+        The trampoline is entered by a return from the handler, at its first instruction, so
+        the name is that of the function starting at or containing pc itself (not pc - 1).
+        """
+        s = self.symbol(pc)
+        return s.split("+")[0] if s else None
+
     def walk(self, thread, limit=DEFAULT_DEPTH_LIMIT, fp_fallback=False):
-        def symbol_name(pc):
-            s = self.symbol(pc)
-            return s.split("+")[0] if s else None
         return walk(self.initial_frame(thread), abi=self.abi, read=self.core.read, find=self.modules.find,
-                    limit=limit, fp_fallback=fp_fallback, symbol=symbol_name)
+                    limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name)
 
 
 def frame_rows(items):
-    """Pair each frame with its own CFA (known once its caller was unwound): [(frame, cfa)], stop."""
-    frames, stop = [], None
+    """The frames of a walk as Rows (each with its own CFA, known once its caller was unwound,
+    and the trampoline mark), and the final Stop."""
+    rows, stop = [], None
     for item in items:
         if isinstance(item, Stop):
             stop = item
-        else:
-            if frames and item.cfa is not None:
-                frames[-1] = (frames[-1][0], item.cfa)
-            frames.append((item, None))
-    return frames, stop
+            continue
+        if rows:
+            prev = rows[-1]
+            rows[-1] = Row(prev.frame, item.cfa, item.method is Method.SIGNAL)
+        rows.append(Row(item, None, False))
+    return rows, stop
 
 
-def format_frame(session, frame, cfa):
+def _frame_symbol(session, frame, trampoline):
+    if trampoline:
+        return SIGNAL_TRAMPOLINE
+    # A return address points after the call: name the call's function (a call ending a
+    # function, e.g. to a noreturn one, would otherwise name the next function).
     lookup_pc = frame.pc - 1 if frame.level > 0 and not frame.interrupted else frame.pc
     sym = session.symbol(lookup_pc)
     if sym is not None and lookup_pc != frame.pc:
         name, _, off = sym.partition("+")
         sym = "%s+%d" % (name, int(off or 0) + 1)
+    return sym or "??"
+
+
+def format_frame(session, row):
+    """The printed line of one frame (a Row)."""
+    frame, cfa, trampoline = row
     how = "registers" if frame.level == 0 else frame.method.value if frame.method else "?"
     if frame.ra_stripped:
         how += ", RA signature stripped"
     return "#%-3d 0x%016x in %s (%s)  CFA %s  [%s]" % (
-        frame.level, frame.pc, sym or "??", session.module_name(frame.pc),
+        frame.level, frame.pc, _frame_symbol(session, frame, trampoline), session.module_name(frame.pc),
         "0x%016x" % cfa if cfa is not None else "unknown", how)
 
 
 def backtrace_core(core_path, exe=None, sysroot=None, all_threads=False, out=None, limit=DEFAULT_DEPTH_LIMIT,
                    fp_fallback=False):
-    import sys
     out = out or sys.stdout
     session = CoreSession(core_path, exe=exe, sysroot=sysroot)
     threads = session.core.threads if all_threads else session.core.threads[:1]
@@ -102,9 +212,9 @@ def backtrace_core(core_path, exe=None, sysroot=None, all_threads=False, out=Non
         out.write("warning: %s\n" % w)
     for n, t in enumerate(threads):
         out.write("\nThread %d (LWP %d)%s:\n" % (n + 1, t.tid, ", %s" % _signame(t.signal) if t.signal else ""))
-        frames, stop = frame_rows(session.walk(t, limit=limit, fp_fallback=fp_fallback))
-        for frame, cfa in frames:
-            out.write(format_frame(session, frame, cfa) + "\n")
+        rows, stop = frame_rows(session.walk(t, limit=limit, fp_fallback=fp_fallback))
+        for row in rows:
+            out.write(format_frame(session, row) + "\n")
         if stop is not None:
             where = ""
             if stop.pc is not None:

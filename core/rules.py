@@ -139,7 +139,9 @@ def _flex(header, abi, fre):
     ctrl = fre.uword(0)
     if not ctrl & F.FLEX_REG_P:
         raise SFrameError(fre.offset, "flex FRE: the CFA rule names no base register (control word %#x)" % ctrl)
-    cfa = _flex_rule(ctrl, w[1])
+    # The CFA offset is stored as in default FDEs: scaled on s390x (readelf and real s390x
+    # code agree: a flex FDE's first row, at the entry, stores 0 for CFA = r15 + 160).
+    cfa = _flex_rule(ctrl, w[1] * abi.cfa_scale - abi.cfa_adjust)
     ra, idx = default_ra(header, abi), 2
     if n > idx:
         ra, idx = _flex_pair(fre, idx, ra)

@@ -10,7 +10,8 @@ gdb-multiarch, in each case comparing GDB's own signal-frame unwinding against S
             in the order r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip.
     AArch64 rt_sigframe: siginfo (128), ucontext (mcontext at +176); sigcontext.regs[0..30],
             sp, pc start at SP+312.
-    s390x   rt (svc 173): _sigregs at SP+336: psw mask, psw addr, gprs[0..15] (psw addr at +344).
+    s390x   rt (svc 173): _sigregs at SP+336: psw mask, psw addr, gprs[0..15] (psw addr at +344),
+            access registers, fpc, fprs[0..15].
             non-rt (svc 119, handlers without SA_SIGINFO): sigcontext at SP+160 whose second
             word points at the _sigregs (psw mask, psw addr, gprs).
 """
@@ -27,6 +28,7 @@ class Layout:
     pointer_at: int       # offset from SP of a pointer to the register block (None: block is at SP + block_at)
     block_at: int         # offset of the register block from SP, or from the pointer
     slots: tuple          # one entry per 8-byte word of the block: DWARF regnum, "pc", or None (skip)
+    extra: tuple = ()     # more words after `slots`, read when readable (s390x floating-point registers)
 
     @property
     def block_size(self):
@@ -43,9 +45,15 @@ AMD64_RT = Layout("x86-64 rt_sigframe", bytes.fromhex("48c7c00f000000" "0f05"), 
 AARCH64_RT = Layout("AArch64 rt_sigframe", bytes.fromhex("681180d2" "010000d4"), (0, 4),
                     None, 312, tuple(range(31)) + (31, "pc"))
 
-_S390_BLOCK = ("pc",) + tuple(range(16))       # psw addr, then r0..r15
-S390X_RT = Layout("s390x rt_sigframe", bytes.fromhex("0aad"), (0,), None, 344, _S390_BLOCK)
-S390X_NONRT = Layout("s390x sigframe", bytes.fromhex("0a77"), (0,), 168, 8, _S390_BLOCK)
+# psw addr, r0..r15, then the access registers (16 x 4 bytes), the floating-point control word
+# (4 bytes and 4 of padding) and f0..f15: GCC's -O0 leaf functions keep r11 and r15 in
+# floating-point registers, which the SFrame rules of the interrupted frame then name.
+# DWARF 16 + i is f<_S390X_DWARF_FPRS[i]>.
+_S390X_DWARF_FPRS = (0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
+_S390_BLOCK = ("pc",) + tuple(range(16))
+_S390_FPRS = (None,) * 9 + tuple(16 + _S390X_DWARF_FPRS.index(n) for n in range(16))
+S390X_RT = Layout("s390x rt_sigframe", bytes.fromhex("0aad"), (0,), None, 344, _S390_BLOCK, _S390_FPRS)
+S390X_NONRT = Layout("s390x sigframe", bytes.fromhex("0a77"), (0,), 168, 8, _S390_BLOCK, _S390_FPRS)
 
 BY_ABI = {
     "amd64": (AMD64_RT,),
@@ -105,9 +113,16 @@ def recover(abi, lay, sp, read_exact):
         ptr = int.from_bytes(read_exact(sp + lay.pointer_at, 8), order)
         base = ptr + lay.block_at
     data = read_exact(base, lay.block_size)
+    slots = lay.slots
+    if lay.extra:
+        try:
+            data += read_exact(base + lay.block_size, 8 * len(lay.extra))
+            slots += lay.extra
+        except Exception:      # the general registers are enough to go on
+            pass
     pc = None
     regs = {}
-    for i, slot in enumerate(lay.slots):
+    for i, slot in enumerate(slots):
         if slot is None:
             continue
         v = int.from_bytes(data[8 * i:8 * i + 8], order)

@@ -250,9 +250,16 @@ def _sframe_step(ctx, match, prev_cfa, pac_mask):
                            % abi.regname(abi.ra))
     pc, stripped = _finish_ra(ctx, raw, rules.ra_mangled, pac_mask)
 
-    fp = _apply(ctx, rules.fp, "FP", cfa)
-    if fp is None:
-        fp = frame.fp
+    fp_rule = rules.fp
+    if fp_rule.kind is RuleKind.REGISTER and ctx.full and frame.reg(abi, fp_rule.reg) is None:
+        # FP kept in a register this frame's registers do not include (an s390x leaf keeps
+        # r11 in a floating-point register; qemu's cores hold none): the caller's FP is
+        # unknown, the rest of the caller is not.  A later rule that needs it stops there.
+        fp = None
+    else:
+        fp = _apply(ctx, fp_rule, "FP", cfa)
+        if fp is None:
+            fp = frame.fp
     return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp,
                  ra=None if abi.name == "amd64" else raw, cfa=cfa, method=Method.SFRAME,
                  ra_stripped=stripped, level=frame.level + 1, match=match)

@@ -387,8 +387,9 @@ def test_s390x_v2_register_encoding():
 
 
 def test_s390x_v3_flex_register_rules():
-    # flex: CFA = r15 + 160, RA = r14 value, FP = f8 value (DWARF 24): a leaf saving r11 in an FPR
-    idx = index_of(3, S390, [Func(0x401000, 0x20, [Row(0, (ctrl(15, 1), 160, ctrl(14, 1), 0, ctrl(24, 1), 0),
+    # flex: CFA = r15 + 160 (stored scaled, as in default FDEs: 0 * 8 + 160), RA = r14 value,
+    # FP = f8 value (DWARF 24): a leaf saving r11 in an FPR
+    idx = index_of(3, S390, [Func(0x401000, 0x20, [Row(0, (ctrl(15, 1), 0, ctrl(14, 1), 0, ctrl(24, 1), 0),
                                                        word_size=2)], fde_type=FLEX)])
     mem = Mem(big=True)
     res = run(Frame(0x401004, STACK, 0x11, regs={14: 0x401500, 24: 0x6666}), A.S390X, mem, finder(idx),
