@@ -25,15 +25,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
-from .elf import ElfImage
+from .elf import ElfImage, load_elf
 from .errors import ElfError
-
-try:
-    from elftools.common.exceptions import ELFError as _PyElfError
-    from elftools.elf.elffile import ELFFile
-except ImportError as exc:   # same one-line message as core.elf
-    raise ImportError("pyelftools is missing (%s): install it with 'apt-get install python3-pyelftools' "
-                      "or 'pip install pyelftools'" % exc) from None
 
 # Note types (owner "CORE").
 NT_PRSTATUS = 1
@@ -277,23 +270,7 @@ class CoreFile:
         self._maps_so_far = []  # mappings usable by read() while the list is being built
         self._building = False
         self._exe_path_cache = _UNSET
-        try:
-            with open(self.path, "rb") as fh:
-                magic = fh.read(4)
-                if magic != b"\x7fELF":
-                    raise ElfError("%s: not an ELF file" % self.path)
-                fh.seek(0)
-                self._load(ELFFile(fh), fh)
-        except FileNotFoundError:
-            raise ElfError("%s: no such file" % self.path) from None
-        except IsADirectoryError:
-            raise ElfError("%s: is a directory" % self.path) from None
-        except PermissionError:
-            raise ElfError("%s: permission denied" % self.path) from None
-        except ElfError:
-            raise
-        except (_PyElfError, ValueError, KeyError, IndexError, OSError, struct.error) as exc:
-            raise ElfError("%s: cannot read core file structure: %s" % (self.path, exc)) from None
+        load_elf(self.path, self._load, "core file structure")
 
     # -- parsing ---------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ built with `sh_addr` (link time) plus the load bias (PIE executables, shared lib
 
 import bisect
 import os
+import struct
 from dataclasses import dataclass
 
 from .errors import ElfError, NoSFrameError
@@ -38,28 +39,32 @@ def _enum_value(v):
     return v if isinstance(v, int) else None
 
 
+def load_elf(path, load, what="ELF structure"):
+    """Open path, check it is ELF, and call load(ELFFile, file); every failure becomes one ElfError line."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                raise ElfError("%s: not an ELF file" % path)
+            fh.seek(0)
+            return load(ELFFile(fh), fh)
+    except FileNotFoundError:
+        raise ElfError("%s: no such file" % path) from None
+    except IsADirectoryError:
+        raise ElfError("%s: is a directory" % path) from None
+    except PermissionError:
+        raise ElfError("%s: permission denied" % path) from None
+    except ElfError:
+        raise
+    except (_PyElfError, ValueError, KeyError, IndexError, OSError, struct.error) as exc:
+        raise ElfError("%s: cannot read %s: %s" % (path, what, exc)) from None
+
+
 class ElfImage:
     """An opened ELF file.  Reads everything it needs at construction; holds no open file after."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        try:
-            with open(self.path, "rb") as fh:
-                magic = fh.read(4)
-                if magic != b"\x7fELF":
-                    raise ElfError("%s: not an ELF file" % self.path)
-                fh.seek(0)
-                self._load(ELFFile(fh))
-        except FileNotFoundError:
-            raise ElfError("%s: no such file" % self.path) from None
-        except IsADirectoryError:
-            raise ElfError("%s: is a directory" % self.path) from None
-        except PermissionError:
-            raise ElfError("%s: permission denied" % self.path) from None
-        except (_PyElfError, ValueError, KeyError, IndexError, OSError) as exc:
-            if isinstance(exc, ElfError):
-                raise
-            raise ElfError("%s: cannot read ELF structure: %s" % (self.path, exc)) from None
+        load_elf(self.path, lambda elf, fh: self._load(elf))
 
     def _load(self, elf):
         self.machine = elf["e_machine"]
