@@ -11,6 +11,7 @@ from core.encode import Func, Row, build, encode
 from core.errors import SFrameError
 from core.index import SFrameIndex
 from core.rules import RuleKind
+from synthetic import ctrl
 
 AMD64, A64LE, A64BE, S390X = (F.ABI.AMD64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_LITTLE,
                               F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)
@@ -153,10 +154,6 @@ def test_s390x_v2_register_encoded_slots():
     # The same words in V3 are plain offsets.
     r3 = SFrameIndex(build(3, S390X, [Func(0x1000, 0x20, [Row(0, (0, -48, -72))])])).lookup(0x1000).rules
     assert r3.ra.kind is RuleKind.AT_CFA and r3.ra.offset == -48
-
-
-def ctrl(reg=None, deref=False):
-    return (reg << 3 | 1 if reg is not None else 0) | (2 if deref else 0)
 
 
 FLEX_SHAPES = [
