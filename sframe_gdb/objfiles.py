@@ -1,0 +1,221 @@
+"""Which objfiles are loaded, where, and their SFrame indexes (a core ModuleSet per program space).
+
+GDB tells us about objfiles through events; this module keeps the list (cheaply: no file is read
+then) and builds the core ModuleSet from it on first use.  GDB has no Python API for an objfile's
+load bias, so the bias comes from `maint info sections -all-objects .sframe` (the runtime address
+of each objfile's .sframe; bias = that - sh_addr).  That text is read at most once per change:
+objfile events, a new run, attach or core file mark everything stale, and the next lookup re-reads
+it and rebuilds only the indexes whose bias moved.
+"""
+
+import os
+import re
+
+import gdb
+
+_HEADER_RE = re.compile(r"^(?:Exec file|Object file|Core file): `(.*)', file type")
+_SECTION_RE = re.compile(r"^\s*\[\s*\d+\]\s+(0x[0-9a-fA-F]+)->(0x[0-9a-fA-F]+) at 0x[0-9a-fA-F]+: (\S+)")
+
+
+def parse_sections(text, name=".sframe"):
+    """{objfile name: runtime start address of section `name`} from `maint info sections` text."""
+    out = {}
+    current = None
+    for line in text.splitlines():
+        m = _HEADER_RE.match(line)
+        if m:
+            current = m.group(1)
+            continue
+        m = _SECTION_RE.match(line)
+        if m and current is not None and m.group(3) == name and current not in out:
+            out[current] = int(m.group(1), 16)
+    return out
+
+
+def local_path(objfile):
+    """The file to read an objfile's SFrame from, or None (vDSO, in-memory or missing files)."""
+    name = objfile.filename
+    if not name or name.startswith("system-supplied DSO") or name.startswith("<"):
+        return None
+    if name.startswith("target:"):
+        name = name[len("target:"):]
+    return name if os.path.isfile(name) else None
+
+
+class Tracker:
+    """The objfiles of each program space, and the ModuleSets built from them.
+
+    `on_change(maybe)` is called with True when something changed that may bring SFrame (so the
+    unwinder must look again), and with False once it is known that nothing loaded has SFrame."""
+
+    def __init__(self, log, on_change=None):
+        self.log = log
+        self.on_change = on_change or (lambda maybe: None)
+        self._files = {}           # gdb.Progspace -> {gdb.Objfile: (path, GDB's name for it)}
+        self._sets = {}            # gdb.Progspace -> ModuleSet
+        self._added = {}           # gdb.Progspace -> set of objfiles added to its ModuleSet
+        self._stale = True         # objfiles or load biases may have changed
+        self._sections = None      # cached parse_sections() of the current program space
+        self._current_ps = None
+        self._current = None       # ModuleSet of _current_ps if anything in it has SFrame
+        self._connected = []
+
+    # -- objfiles -------------------------------------------------------------------------
+
+    def add(self, objfile):
+        """Track an objfile (separate debug files stand for their owner, which is tracked)."""
+        try:
+            if not objfile.is_valid() or objfile.owner is not None:
+                return
+            path = local_path(objfile)
+            if path is None:
+                return
+            self._files.setdefault(objfile.progspace, {})[objfile] = (path, objfile.filename)
+            self.mark_stale()
+        except Exception as exc:         # events must never raise into GDB
+            self.log("cannot track objfile %r: %s" % (getattr(objfile, "filename", "?"), exc))
+
+    def remove(self, objfile):
+        for files in self._files.values():
+            files.pop(objfile, None)
+        self.mark_stale()
+
+    def clear(self, progspace=None):
+        if progspace is None:
+            self._files.clear()
+        else:
+            self._files.pop(progspace, None)
+        self.mark_stale()
+
+    def scan(self):
+        """Track every objfile of every program space (when the plugin is loaded)."""
+        for ps in gdb.progspaces():
+            for objfile in ps.objfiles():
+                self.add(objfile)
+
+    def mark_stale(self, *_):
+        self._stale = True
+        self._sections = None
+        self.on_change(True)
+
+    def check_progspace(self, *_):
+        """Before a prompt: another inferior may have been selected."""
+        if not self._stale and gdb.current_progspace() is not self._current_ps:
+            self.mark_stale()
+
+    def modules(self, progspace=None):
+        """The program space's ModuleSet, in step with its objfiles (indexes built on use)."""
+        from core.modules import ModuleSet
+        ps = progspace or gdb.current_progspace()
+        ms = self._sets.get(ps)
+        if ms is None:
+            ms = self._sets[ps] = ModuleSet(log=self.log)
+            self._added[ps] = set()
+        files = self._files.get(ps, {})
+        added = self._added[ps]
+        for gone in [o for o in added if o not in files or not _valid(o)]:
+            ms.remove(gone)
+            added.discard(gone)
+        for objfile, (path, name) in files.items():
+            if objfile not in added and _valid(objfile):
+                self._add_module(ms, objfile, path, name)
+                added.add(objfile)
+        return ms
+
+    def _add_module(self, ms, key, path, name):
+        holder = []
+        m = ms.add(key, path, bias=lambda: self._bias(holder[0]), gdb_name=name)
+        holder.append(m)
+        return m
+
+    # -- load biases ------------------------------------------------------------------------
+
+    def _sframe_sections(self):
+        if self._sections is None:
+            text = gdb.execute("maint info sections -all-objects .sframe", to_string=True)
+            self._sections = parse_sections(text)
+        return self._sections
+
+    def _bias(self, module):
+        """Load bias of a module whose ELF image is loaded: runtime .sframe address - sh_addr."""
+        runtime = self._sframe_sections().get(module.extra.get("gdb_name"))
+        module.extra["runtime"] = runtime
+        if runtime is None:
+            self.log("%s: GDB lists no .sframe section for it; assuming load bias 0" % module.path)
+            return 0
+        return runtime - module.image.sframe.address
+
+    def current(self):
+        """The current program space's ModuleSet with its biases up to date, or None when no
+        objfile of it has SFrame (then nothing else needs doing for a frame)."""
+        if self._stale or gdb.current_progspace() is not self._current_ps:
+            ps = gdb.current_progspace()
+            self._stale = False
+            self._sections = None
+            ms = self.modules(ps)
+            self._refresh(ms)
+            self._current_ps = ps
+            self._current = ms if ms.with_sframe() else None
+            if self._current is None:
+                self.on_change(False)
+        return self._current
+
+    def _refresh(self, ms):
+        loaded = ms.with_sframe()             # loads what is pending, with fresh biases
+        if not loaded:
+            return
+        secs = self._sframe_sections()
+        for m in loaded:
+            new = secs.get(m.extra.get("gdb_name"))
+            if new is not None and new != m.extra.get("runtime"):
+                self.log("%s: .sframe moved from %s to %#x; rebuilding its index"
+                         % (m.path, "?" if m.extra.get("runtime") is None else "%#x" % m.extra["runtime"], new))
+                self._add_module(ms, m.key, m.path, m.extra.get("gdb_name"))
+        ms.with_sframe()
+
+    # -- events -----------------------------------------------------------------------------
+
+    def connect(self):
+        ev = gdb.events
+        self._on(ev, "new_objfile", lambda e: self.add(e.new_objfile))
+        self._on(ev, "free_objfile", lambda e: self.remove(e.objfile))
+        self._on(ev, "clear_objfiles", lambda e: self.clear(getattr(e, "progspace", None)))
+        self._on(ev, "free_progspace", lambda e: self._drop_progspace(e.progspace))
+        for name in ("new_progspace", "new_inferior", "exited", "executable_changed", "corefile_changed"):
+            self._on(ev, name, self.mark_stale)
+        for name in ("before_prompt", "selected_context"):
+            self._on(ev, name, self.check_progspace)
+
+    def _drop_progspace(self, ps):
+        self._files.pop(ps, None)
+        self._sets.pop(ps, None)
+        self._added.pop(ps, None)
+        self.mark_stale()
+
+    def _on(self, ev, name, fn):
+        registry = getattr(ev, name, None)
+        if registry is None:
+            return
+
+        def handler(*args, fn=fn):
+            try:
+                fn(*args)
+            except Exception as exc:
+                self.log("%s event: %s" % (name, exc))
+        registry.connect(handler)
+        self._connected.append((registry, handler))
+
+    def disconnect(self):
+        for registry, handler in self._connected:
+            try:
+                registry.disconnect(handler)
+            except Exception:
+                pass
+        self._connected = []
+
+
+def _valid(objfile):
+    try:
+        return objfile.is_valid()
+    except Exception:
+        return False

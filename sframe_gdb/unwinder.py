@@ -1,0 +1,263 @@
+"""The GDB frame unwinder: a gdb.unwinder.Unwinder that asks core.unwind.step for the caller.
+
+Translation only: read the pending frame's registers, give the core a memory reader and the
+module finder, and turn its answer into GDB's UnwindInfo (frame id = CFA and function start, the
+caller's PC, SP, FP and, on AArch64 and s390x, the return-address register).
+
+GDB tries Python unwinders first for every frame.  A PC outside every SFrame range is declined at
+once (one bisect), and so is every failure: GDB's other unwinders then get their turn, and the
+reason is logged under `set debug sframe on`.  Nothing raises into GDB.
+"""
+
+import gdb
+import gdb.unwinder
+
+from . import arch as archmod
+
+# The core is imported on first use, so that sourcing the plugin stays cheap.
+Frame = Method = Stop = StopReason = step = sigframe = None
+
+
+def _import_core():
+    global Frame, Method, Stop, StopReason, step, sigframe
+    from core import sigframe as _sigframe
+    from core.unwind import Frame as _F, Method as _M, Stop as _S, StopReason as _SR, step as _step
+    Frame, Method, Stop, StopReason, step, sigframe = _F, _M, _S, _SR, _step, _sigframe
+
+if hasattr(gdb.unwinder, "FrameId"):                 # GDB 14 and later
+    FrameId = gdb.unwinder.FrameId
+else:
+    class FrameId:
+        """A frame id for GDB 13: any object with `sp` and `pc` attributes."""
+        __slots__ = ("sp", "pc")
+
+        def __init__(self, sp, pc):
+            self.sp = sp
+            self.pc = pc
+
+MASK64 = 0xFFFFFFFFFFFFFFFF
+
+# Kinds of per-level records (see _full).
+OURS, DECLINED = 1, 2
+
+
+class LazyRegs:
+    """Registers of a topmost or interrupted frame, read from the pending frame on demand (core's
+    Frame.regs mapping: DWARF number -> value or None)."""
+    __slots__ = ("_pf", "_arch", "_abi", "_cache")
+
+    def __init__(self, pf, arch, abi):
+        self._pf = pf
+        self._arch = arch
+        self._abi = abi
+        self._cache = {}
+
+    def get(self, regnum, default=None):
+        if regnum in self._cache:
+            return self._cache[regnum]
+        name = self._arch.reg_name(self._abi, regnum)
+        value = default
+        if name is not None:
+            try:
+                value = archmod.reg_int(self._pf.read_register(name), self._abi.big_endian)
+            except Exception:
+                value = default
+        self._cache[regnum] = value
+        return value
+
+
+class SFrameUnwinder(gdb.unwinder.Unwinder):
+    def __init__(self, plugin):
+        super().__init__("sframe")
+        self.plugin = plugin
+        self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
+        self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
+        self._produced = {}       # frame level -> (pc, sp, fp) this unwinder gave that frame
+        self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
+        self.last = {}            # level -> (pc, cfa, Frame) of frames unwound by SFrame, for commands
+        self._inferior = None
+
+    # -- bookkeeping ------------------------------------------------------------------------
+
+    def reset(self, *_):
+        """Forget the current unwind (new stop, frames flushed, registers or memory changed)."""
+        self._new_unwind()
+        self._tramp = {}
+
+    def _new_unwind(self):
+        self._levels = {}
+        self._produced = {}
+        self.last = {}
+
+    def _note(self, level, kind, pc):
+        self._levels[level] = (kind, pc)
+
+    def _arch(self, pf):
+        a = pf.architecture()
+        info = self._arches.get(a, False)
+        if info is False:
+            info = self._arches[a] = archmod.lookup(a.name())
+        return info
+
+    def _read(self, addr, size):
+        return self._inferior.read_memory(addr, size)
+
+    def _full(self, level, arch, abi):
+        """Are all registers of the pending frame at `level` valid (topmost, or interrupted by a
+        signal, or below only inline/dummy frames)?  Decided from what this unwinder saw of the
+        frames below it during the same unwind."""
+        if level == 0:
+            return True
+        k = level - 1
+        levels = self._levels
+        while k >= 0:
+            rec = levels.get(k)
+            if rec is not None:
+                if rec[0] == OURS:
+                    return False
+                return self._is_trampoline(rec[1], abi)
+            k -= 1
+        return True
+
+    def _is_trampoline(self, pc, abi):
+        t = self._tramp.get(pc)
+        if t is None:
+            def fetch(addr, size):
+                try:
+                    return bytes(self._inferior.read_memory(addr, size))
+                except Exception:
+                    return None
+            t = self._tramp[pc] = sigframe.by_code(abi, pc, fetch, True) is not None
+        return t
+
+    # -- the unwinder -----------------------------------------------------------------------
+
+    def __call__(self, pf):
+        plugin = self.plugin
+        if not plugin.enabled:
+            return None
+        try:
+            return self._unwind(pf, plugin)
+        except Exception as exc:          # anything at all: decline, never raise into GDB
+            plugin.log("frame #%s: declined after an internal error: %s: %s"
+                       % (_level(pf), type(exc).__name__, exc))
+            return None
+
+    def _unwind(self, pf, plugin):
+        ms = plugin.tracker.current()
+        if ms is None:                    # nothing loaded has SFrame
+            return None
+        if step is None:
+            _import_core()
+        level = pf.level()
+        if level == 0 or level in self._levels:
+            # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
+            self._new_unwind()
+        arch = self._arch(pf)
+        if arch is None:
+            self._note(level, DECLINED, 0)
+            if plugin.debug:
+                plugin.log("frame #%d: architecture %s not supported" % (level, pf.architecture().name()))
+            return None
+        # The registers of a frame this unwinder produced are the ones it gave GDB: no need to ask.
+        known = self._produced.get(level)
+        if known is not None:
+            pc, sp, fp = known
+        else:
+            pc = int(pf.read_register(arch.pc)) & MASK64
+        found = ms.find(pc)
+        if found is None and level > 0:
+            found = ms.find(pc - 1)
+        if found is None:
+            self._note(level, DECLINED, pc)
+            if plugin.debug:
+                plugin.log("frame #%d: pc %#x: no SFrame covers it; left to GDB's other unwinders" % (level, pc))
+            return None
+        index, module = found
+        abi = arch.abi_for(index.abi)
+        if abi is None:
+            self._note(level, DECLINED, pc)
+            plugin.log("frame #%d: pc %#x: %s has SFrame for another architecture"
+                       % (level, pc, module.path))
+            return None
+        self._inferior = gdb.selected_inferior()
+        if known is not None:
+            full, ra = False, None
+        else:
+            full = self._full(level, arch, abi)
+            sp = int(pf.read_register(arch.sp)) & MASK64
+            fp = _reg_or_none(pf, arch.fp)
+            ra = _reg_or_none(pf, arch.ra) if (full and arch.ra) else None
+        frame = Frame(pc=pc, sp=sp, fp=fp, ra=ra,
+                      regs=LazyRegs(pf, arch, abi) if full else {},
+                      interrupted=full and level > 0)
+        res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0)
+        if isinstance(res, Stop):
+            if res.reason is StopReason.OUTERMOST:
+                self._note(level, OURS, pc)
+                return self._outermost(pf, arch, level, pc, sp, found, res)
+            self._note(level, DECLINED, pc)
+            plugin.log("frame #%d: pc %#x: declined: %s%s" % (
+                level, pc, res.reason.value, ": " + res.detail if res.detail else ""))
+            return None
+        if res.method is Method.SIGNAL:
+            # GDB's own signal-trampoline unwinder knows this frame's type and registers.
+            self._note(level, DECLINED, pc)
+            self._tramp[pc] = True
+            if plugin.debug:
+                plugin.log("frame #%d: pc %#x: signal trampoline; left to GDB's sigtramp unwinder" % (level, pc))
+            return None
+        self._note(level, OURS, pc)
+        func = res.match.fde.start if res.match is not None else pc
+        ui = pf.create_unwind_info(FrameId(gdb.Value(res.cfa), gdb.Value(func)))
+        order = "big" if abi.big_endian else "little"
+        save = self._save
+        save(pf, ui, arch, arch.pc, res.pc, order)
+        for name in arch.pc_aliases:
+            save(pf, ui, arch, name, res.pc, order)
+        save(pf, ui, arch, arch.sp, res.sp, order)
+        if res.fp is not None:
+            save(pf, ui, arch, arch.fp, res.fp, order)
+        if arch.ra is not None and res.ra is not None:
+            save(pf, ui, arch, arch.ra, res.ra, order)
+        self._produced[level + 1] = (res.pc, res.sp, res.fp)
+        self.last[level] = (pc, res.cfa, res)
+        if plugin.debug:
+            plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
+                level, pc, res.method.value, res.cfa, res.pc, res.sp,
+                "" if res.fp is None else " fp %#x" % res.fp, module.path))
+        return ui
+
+    def _outermost(self, pf, arch, level, pc, sp, found, stop):
+        """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
+        index, module = found
+        match = index.lookup(pc)
+        func = match.fde.start if match is not None else pc
+        self.last[level] = (pc, sp, None)
+        if self.plugin.debug:
+            self.plugin.log("frame #%d: pc %#x: outermost frame (%s)" % (level, pc, stop.message))
+        return pf.create_unwind_info(FrameId(gdb.Value(sp), gdb.Value(func)))
+
+    @staticmethod
+    def _save(pf, ui, arch, name, value, order):
+        """Save a register as a gdb.Value of exactly its type, built from its bytes."""
+        t = arch.types.get(name)
+        if t is None:
+            t = arch.types[name] = pf.read_register(name).type
+        ui.add_saved_register(name, gdb.Value((value & MASK64).to_bytes(t.sizeof, order), t))
+
+
+def _reg_or_none(pf, name):
+    if name is None:
+        return None
+    try:
+        return int(pf.read_register(name)) & MASK64
+    except Exception:
+        return None
+
+
+def _level(pf):
+    try:
+        return pf.level()
+    except Exception:
+        return "?"

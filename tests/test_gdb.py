@@ -1,0 +1,849 @@
+"""The GDB plugin against real GDBs: GDB 13 (host), GDB 18 (sid root) and gdb-multiarch with
+qemu-user (AArch64, s390x), on the fixtures built by every toolchain (SFrame V1, V2, V3).
+
+The reference is GDB's own DWARF unwinder on the same stop.  Each frame the SFrame unwinder
+unwinds must give the same CFA ("frame at") and the same caller PC:
+
+  * DWARF off (GDB's DWARF unwinders disabled), plugin on: same frames as DWARF's `bt` up to the
+    first frame outside SFrame code; with neither, GDB's backtrace is wrong.
+  * .eh_frame removed from the program and its library (DWARF still on for libc): the whole
+    backtrace equals DWARF's on the unstripped program stopped at the same place (same stack:
+    the two copies sit at paths of equal length, started the same way); without the plugin it
+    does not.
+  * `sframe verify -steps N` through prologues, bodies, epilogues and PLT stubs: no disagreement.
+
+Each GDB session batches many checks; helpers in tests/gdb_frames.py print parseable lines.
+"""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+import toolchains as T
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN = REPO / "sframe_gdb.py"
+HELPER = REPO / "tests" / "gdb_frames.py"
+
+# Which GDB runs where: (toolchain whose environment runs it, program)
+GDBS = {
+    "gdb13": ("host", "gdb"),
+    "gdb18": ("sid", "gdb"),
+    "multiarch": ("sid", "gdb-multiarch"),
+}
+
+# Fixture -> (breakpoint, arguments, functions that must be unwound with SFrame at the stop)
+STOPS = {
+    "frames": ("stop_here", (), ("stop_here", "level3", "level2", "level1", "main")),
+    "recurse": ("stop_here", ("50",), ("stop_here",) + ("descend", "descend_odd") * 25 + ("descend", "main")),
+    "signal": ("stop_here", (), ("stop_here", "in_handler")),      # handler tail-calls in_handler
+    "threads": ("thread_stop_here", (), ("thread_stop_here", "worker_chain", "worker")),
+    "dlopen": ("lib_stop_here", (), ("lib_stop_here", "lib_middle", "main")),     # two tail calls
+    "alloca": ("stop_here", (), ("stop_here", "use_vla", "main")),
+    "realign": ("stop_here", (), ("stop_here", "realigned_drap", "main")),   # V3: a flex FDE
+    "bigframe": ("stop_here", (), ("stop_here", "mid_frame", "main")),
+    "bigfunc": ("stop_here", (), ("stop_here", "big_function", "main")),
+}
+
+Fr = namedtuple("Fr", "level pc cfa sf name where")
+
+# Where the SFrame data does not cover the whole stack: gas before 2.46 writes no FDE for a
+# function that realigns its stack through a DRAP register (realigned_drap), so GDB's heuristics
+# unwind that frame; the frames SFrame covers must still agree.
+PARTIAL = {("realign", 1): ("stop_here",), ("realign", 2): ("stop_here",)}
+
+# Fixtures whose stops GDB's own heuristic unwinders get wrong with no DWARF (GDB 13 gets all of
+# them wrong; GDB 18's prologue analysis is right on the short signal, dlopen and bigfunc stacks).
+HEURISTICS_FAIL = {"frames", "recurse", "threads", "alloca", "bigframe", "realign"}
+
+
+def expected(fixture, version):
+    """(functions SFrame must unwind, does SFrame cover the whole stack up to main)."""
+    part = PARTIAL.get((fixture, version))
+    return (part, False) if part else (STOPS[fixture][2], True)
+
+
+# -- running GDB -------------------------------------------------------------------------------
+
+class Out(str):
+    """GDB's output, with parsers for the helper's lines."""
+
+    def frames(self, label):
+        out = []
+        for line in self.splitlines():
+            p = line.split()
+            if len(p) >= 8 and p[0] == "FRAME" and p[1] == label:
+                out.append(Fr(int(p[2]), int(p[3], 16), None if p[4] == "-" else int(p[4], 16),
+                              p[5] == "1", p[6], p[7]))
+        assert any(line.startswith("ENDFRAMES %s " % label) for line in self.splitlines()), \
+            "no frames-dump %s in the output:\n%s" % (label, self[-6000:])
+        return out
+
+    def end(self, label):
+        for line in self.splitlines():
+            if line.startswith("ENDFRAMES %s " % label):
+                return line.split(None, 3)[3]
+        raise AssertionError("no ENDFRAMES %s" % label)
+
+    def between(self, a, b=None):
+        """Text between `mark A` and `mark B` (or the end)."""
+        start = self.index("MARK %s\n" % a) + len("MARK %s\n" % a)
+        end = self.index("MARK %s\n" % b, start) if b else len(self)
+        return self[start:end]
+
+
+def run_gdb(gdb, lines, workdir, args=(), timeout=600, cwd=None):
+    """Run a GDB batch script (the helper sourced first) and return its output."""
+    tc, prog = GDBS[gdb]
+    script = Path(workdir) / ("script-%d.gdb" % time.monotonic_ns())
+    head = ["set pagination off", "set confirm off", "set width 0", "set breakpoint pending on", "handle SIGUSR1 nostop noprint pass",
+            "source %s" % HELPER]
+    script.write_text("\n".join(head + list(lines)) + "\n")
+    proc = T.run_in(tc, [prog, "-nx", "-batch", "-x", str(script), *args], cwd=cwd or workdir,
+                    binds=[workdir], timeout=timeout)
+    return Out(proc.stdout + proc.stderr)
+
+
+def twin_copies(build, workdir):
+    """Copies of the program (and its library) with and without .eh_frame, at paths of equal
+    length: WORK/orig/X and WORK/noeh/X.  Returns (orig, noeh)."""
+    work = Path(workdir)
+    for kind, exe, lib in (("orig", build.path, build.lib), ("noeh", build.noeh, build.noeh_lib)):
+        d = work / kind
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(exe, d / exe.name)
+        if lib is not None:
+            shutil.copy2(lib, d / lib.name)
+    return work / "orig" / build.path.name, work / "noeh" / build.path.name
+
+
+# -- comparisons --------------------------------------------------------------------------------
+
+def check_sframe_frames(ref, got, expect):
+    """Frames unwound by SFrame agree with the reference (their CFA, and their caller's PC), up to
+    the first frame left to another unwinder; the `expect`ed functions were unwound by SFrame."""
+    assert ref, "no reference frames"
+    assert got and got[0].pc == ref[0].pc, "frame #0 differs: %s vs %s" % (got[:1], ref[:1])
+    n = 0
+    for i, g in enumerate(got):
+        assert i < len(ref), "SFrame backtrace longer than the reference: %s" % (got[i:],)
+        r = ref[i]
+        assert g.pc == r.pc, "frame #%d: pc %#x with SFrame, %#x reference\n%s\n%s" % (i, g.pc, r.pc, got, ref)
+        if not g.sf:
+            break
+        assert g.cfa == r.cfa, "frame #%d (%s): CFA %s with SFrame, %s reference" % (
+            i, g.name, g.cfa and hex(g.cfa), r.cfa and hex(r.cfa))
+        n += 1
+    else:
+        assert len(got) == len(ref), "SFrame ends at frame #%d, the reference goes on: %s" % (len(got), ref[len(got):])
+    names = [g.name for g in got[:n]]
+    assert is_subsequence(expect, names), "unwound with SFrame: %s; expected %s" % (names, expect)
+    return n
+
+
+def is_subsequence(small, big):
+    """`small` appears in `big` in order (unoptimised builds have frames that -O2 tail-calls away)."""
+    it = iter(big)
+    return all(any(x == y for y in it) for x in small)
+
+
+def relative(frames):
+    """Frames as (symbol+offset, CFA - frame #0's CFA): comparable across two processes whose
+    code and stack sit at different addresses (qemu-user does not place them the same each run)."""
+    base = frames[0].cfa if frames and frames[0].cfa is not None else 0
+    return [(f.where, f.cfa if not f.cfa else f.cfa - base, f.name) for f in frames]   # 0: outermost
+
+
+def check_same(ref, got, expect, relocated=False):
+    """The whole backtrace is the same (PC, CFA, function), and `expect` came from SFrame.
+    `relocated`: the two come from different processes, compare them with relative()."""
+    if relocated:
+        a, b = relative(ref), relative(got)
+    else:
+        a, b = [(r.pc, r.cfa, r.name) for r in ref], [(g.pc, g.cfa, g.name) for g in got]
+    assert a == b, "backtraces differ:\nreference %s\nSFrame    %s" % (ref, got)
+    names = [g.name for g in got if g.sf]
+    for fn in set(expect):
+        assert fn in names, "%s not unwound with SFrame (%s)" % (fn, names)
+
+
+def check_differs(ref, got, upto, relocated=False):
+    """Without the plugin, GDB gets the first `upto` frames wrong (or stops early)."""
+    if relocated:
+        a, b = relative(ref[:upto]), relative(got[:upto])
+    else:
+        a, b = [(r.pc, r.cfa) for r in ref[:upto]], [(g.pc, g.cfa) for g in got[:upto]]
+    assert a != b, "GDB's backtrace is right without the plugin: %s" % got
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+def session_lines(fixture, orig, noeh, args, remote=None, extra_orig=(), extra_noeh=()):
+    """GDB commands: stop in the unstripped program, dump frames with DWARF, with DWARF off
+    (plugin off, then on) and with both on; then the same stop in the stripped copy."""
+    stop = STOPS[fixture][0]
+    if remote:
+        start_orig = ["file %s" % orig, "set solib-search-path %s" % Path(orig).parent,
+                      "target remote :%d" % remote[0], "break %s" % stop, "continue"]
+        start_noeh = ["file %s" % noeh, "set solib-search-path %s" % Path(noeh).parent,
+                      "target remote :%d" % remote[1], "break %s" % stop, "continue"]
+    else:
+        a = " ".join(args)
+        start_orig = ["set startup-with-shell off", "file %s" % orig, "break %s" % stop, "run %s" % a]
+        start_noeh = ["file %s" % noeh, "break %s" % stop, "run %s" % a]
+    return (start_orig + [
+        "frames-dump dwarf",
+        "dwarf-unwinders off",
+        "frames-dump nodwarf",
+        "source %s" % PLUGIN,
+        "frames-dump sframe",
+        "mark bt-sframe", "bt", "mark bt-end",
+        "dwarf-unwinders on",
+        "frames-dump both",
+        *extra_orig,
+        "kill",
+        "delete",
+    ] + start_noeh + [
+        "frames-dump noeh",
+        "set sframe off",
+        "frames-dump noeh-off",
+        "set sframe on",
+        *extra_noeh,
+        "kill",
+    ])
+
+
+def check_session(out, fixture, version, gdb, heuristics_fail=None, relocated=False):
+    """All the checks of one session_lines() output.  `heuristics_fail`: whether GDB's own
+    heuristic unwinders are known to get this stop wrong without DWARF (default: by fixture);
+    `relocated`: the stripped copy ran at other addresses (qemu)."""
+    expect, complete = expected(fixture, version)
+    if heuristics_fail is None:
+        heuristics_fail = fixture in HEURISTICS_FAIL or gdb == "gdb13"
+    ref = out.frames("dwarf")
+    assert ref and ref[0].name == expect[0], ref
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    # DWARF off: the plugin recovers what DWARF gives; GDB alone does not.
+    got = out.frames("sframe")
+    n = check_sframe_frames(ref, got, expect)
+    if heuristics_fail:
+        check_differs(ref, out.frames("nodwarf"), n + 1)
+    # The plugin with DWARF on (the normal setting) changes nothing.
+    check_same(ref, out.frames("both"), expect)
+    # `bt` itself prints the frames the plugin gave.
+    bt = out.between("bt-sframe", "bt-end")
+    levels = dict((int(lv), int(pc, 16)) for lv, pc in re.findall(r"^#(\d+)\s+(0x[0-9a-f]+) in ", bt, re.M))
+    names = dict((int(lv), nm) for lv, nm in re.findall(r"^#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+)", bt, re.M))
+    for g in got[:n + 1]:
+        assert levels.get(g.level, g.pc) == g.pc, "bt prints frame #%d at %s:\n%s" % (g.level, levels.get(g.level), bt)
+        assert g.level in names, "bt does not print frame #%d:\n%s" % (g.level, bt)
+    # No .eh_frame: the same backtrace, through the plugin; without it GDB goes wrong.
+    noeh = out.frames("noeh")
+    if not relocated:
+        assert noeh[0].cfa == ref[0].cfa, "the two copies stopped with different stacks"
+    if complete:
+        check_same(ref, noeh, expect, relocated)
+    else:
+        check_sframe_frames(ref, noeh, expect)
+    if heuristics_fail and not relocated:
+        # (under qemu, whether GDB's heuristics go wrong in the stripped copy varies with the run)
+        check_differs(ref, out.frames("noeh-off"), n + 1)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    return n
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port):
+    """Is something listening on TCP port (checked in /proc/net/tcp*, without connecting)?"""
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as fh:
+                for line in fh.readlines()[1:]:
+                    p = line.split()
+                    if p[1].endswith(":%04X" % port) and p[3] == "0A":
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+class Qemu:
+    """A cross program under qemu-user in the sid root, waiting for GDB on a port (qemu-user's
+    gdbstub takes one connection: the readiness check must not connect)."""
+
+    def __init__(self, toolchain, exe, args=()):
+        self.port = free_port()
+        # setarch -R: no address randomisation, so two runs of copies at paths of equal length
+        # have the same addresses (qemu-user's guest mappings come from the host's mmap).
+        argv, env = T.wrap_argv(toolchain, ["setarch", "-R"] + T.qemu_argv(toolchain, exe, args, gdb_port=self.port),
+                                binds=[Path(exe).parent])
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not _listening(self.port):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("qemu did not start listening on port %d" % self.port)
+            time.sleep(0.05)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+# -- the backtrace tests ------------------------------------------------------------------------------
+
+NATIVE_CASES = (
+    [("gdb13", "host", fx) for fx in STOPS]
+    + [("gdb13", "trixie", fx) for fx in ("frames", "recurse", "signal", "threads", "dlopen", "realign")]
+    + [("gdb18", "sid", fx) for fx in STOPS]
+    + [("gdb18", "trixie", fx) for fx in ("frames", "dlopen")]
+    + [("gdb18", "host", fx) for fx in ("frames", "signal")]
+)
+
+
+@pytest.mark.parametrize("gdb,toolchain,fixture", NATIVE_CASES,
+                         ids=["%s-%s-%s" % c for c in NATIVE_CASES])
+def test_backtrace_native(corpus, tmp_path, gdb, toolchain, fixture):
+    build = corpus.get(toolchain, fixture, "O2-nofp")
+    orig, noeh = twin_copies(build, tmp_path)
+    extra = []
+    if fixture == "threads":
+        # The main thread, in libc (pthread_create or pthread_join): DWARF there, SFrame above.
+        extra = ["thread 1", "set sframe off", "frames-dump t1-dwarf", "set sframe on", "frames-dump t1-both"]
+    out = run_gdb(gdb, session_lines(fixture, orig, noeh, STOPS[fixture][1], extra_orig=extra), tmp_path)
+    check_session(out, fixture, build.version, gdb)
+    if fixture == "threads":
+        t1 = out.frames("t1-both")
+        check_same(out.frames("t1-dwarf"), t1, ("main",))
+        assert t1[0].name != "thread_stop_here" and not t1[0].sf, t1
+    if fixture == "dlopen":
+        # The library was dlopen'ed after the plugin was loaded: found through new_objfile.
+        assert any(f.sf and f.name == "lib_middle" for f in out.frames("noeh"))
+
+
+# (toolchain, fixture, variant, GDB's heuristics get it wrong without DWARF).  gdb-multiarch's
+# AArch64 and s390x prologue analysers unwind many of these simple stops right by themselves.
+CROSS_CASES = [
+    ("sid-aarch64", "frames", "O2-nofp", False),
+    ("sid-aarch64", "recurse", "O2-nofp", True),
+    ("sid-aarch64", "alloca", "O2-nofp", True),
+    ("sid-aarch64", "bigframe", "O2-nofp", True),
+    ("sid-aarch64", "dlopen", "O2-nofp", True),
+    ("sid-aarch64", "threads", "O2-nofp", True),
+    ("sid-aarch64", "signal", "O2-nofp", False),
+    ("sid-aarch64", "realign", "O2-nofp", False),
+    ("sid-aarch64", "frames", "O0-fp", False),
+    ("sid-aarch64", "frames", "O2-pac", False),
+    ("sid-aarch64", "recurse", "O2-pac", True),
+    ("sid-aarch64", "frames", "O2-pacb", False),
+    ("sid-s390x", "frames", "O2-nofp", False),
+    ("sid-s390x", "recurse", "O2-nofp", False),
+    ("sid-s390x", "alloca", "O2-nofp", True),
+    ("sid-s390x", "realign", "O2-nofp", True),
+    ("sid-s390x", "threads", "O2-nofp", True),
+    ("sid-s390x", "bigframe", "O2-nofp", False),
+    ("sid-s390x", "signal", "O2-nofp", False),
+    ("sid-s390x", "dlopen", "O2-nofp", False),
+    ("sid-s390x", "frames", "O0-fp", False),       # leaf functions keep saved registers in FPRs
+    ("sid-s390x", "recurse", "O0-fp", True),
+]
+
+
+@pytest.mark.parametrize("toolchain,fixture,variant,heuristics_fail", CROSS_CASES,
+                         ids=["-".join(c[:3]) for c in CROSS_CASES])
+def test_backtrace_qemu(corpus, tmp_path, toolchain, fixture, variant, heuristics_fail):
+    build = corpus.get(toolchain, fixture, variant)
+    orig, noeh = twin_copies(build, tmp_path)
+    tc = T.toolchain(toolchain)
+    q1 = Qemu(toolchain, orig, STOPS[fixture][1])
+    q2 = Qemu(toolchain, noeh, STOPS[fixture][1])
+    try:
+        lines = ["set sysroot %s" % tc.sysroot] + session_lines(fixture, orig, noeh, (), remote=(q1.port, q2.port))
+        out = run_gdb("multiarch", lines, tmp_path)
+    finally:
+        q1.close()
+        q2.close()
+    check_session(out, fixture, build.version, "multiarch", heuristics_fail, relocated=True)
+
+
+# -- sframe verify ------------------------------------------------------------------------------------
+
+# (fixture, breakpoint, steps): single-stepping through prologues, bodies, epilogues, calls and
+# returns, PLT stubs (write@plt and the lazy-binding PLT0 after level1 returns to main; puts@plt),
+# a DRAP-realigned and an alloca frame, a dlopen'ed library, signal and thread stacks.
+VERIFY_PLAN = [        # in the order the breakpoints are hit
+    ("frames", "*level1", 30),
+    ("frames", "*'puts@plt'", 8),
+    ("frames", "*level3", 40),
+    ("recurse", "stop_here", 6),
+    ("signal", "stop_here", 6),
+    ("threads", "thread_stop_here", 6),
+    ("dlopen", "lib_stop_here", 25),
+    ("alloca", "*use_alloca", 25),
+    ("realign", "*realigned_drap", 30),
+    ("bigframe", "*huge_frame", 15),
+    ("bigfunc", "stop_here", 8),
+]
+
+_SUMMARY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)
+
+
+def verify_lines(build, steps_scale=1, remote_port=None, sysroot=None):
+    fixture = build.fixture
+    lines = ["mark verify %s" % fixture, "file %s" % build.path]
+    if sysroot:
+        lines += ["set sysroot %s" % sysroot, "set solib-search-path %s" % build.path.parent]
+    for fx, where, steps in VERIFY_PLAN:
+        if fx != fixture:
+            continue
+        lines.append("break %s" % where)
+    if remote_port:
+        lines += ["target remote :%d" % remote_port, "continue"]
+    else:
+        lines.append("run %s" % " ".join(STOPS[fixture][1]))
+    first = True
+    for fx, where, steps in VERIFY_PLAN:
+        if fx != fixture:
+            continue
+        if not first:
+            lines.append("continue")
+        first = False
+        lines += ["mark at %s %s" % (fixture, where), "sframe verify -steps %d" % max(1, steps * steps_scale)]
+    if fixture == "threads":
+        lines += ["thread 1", "mark at threads thread-1", "sframe verify"]
+    lines += ["kill", "delete"]
+    return lines
+
+
+def check_verify(out, fixtures):
+    """Every `sframe verify` ran, checked frames unwound with SFrame, and found no disagreement."""
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    for fx in fixtures:
+        text = out.between("verify %s" % fx, None)
+        nxt = text.find("MARK verify ")
+        text = text[:nxt] if nxt >= 0 else text
+        wanted = [w for f, w, _ in VERIFY_PLAN if f == fx] + (["thread-1"] if fx == "threads" else [])
+        for w in wanted:
+            assert "MARK at %s %s\n" % (fx, w) in text, "verify at %s %s did not run:\n%s" % (fx, w, text[-3000:])
+        sums = _SUMMARY.findall(text)
+        assert len(sums) == len(wanted), "%s: %d verify summaries, %d expected:\n%s" % (fx, len(sums), len(wanted), text[-3000:])
+        for (frames, stops, bad), w in zip(sums, wanted):
+            assert int(bad) == 0, "%s %s: disagreements:\n%s" % (fx, w, text[-4000:])
+            assert int(frames) > 0 and int(stops) >= 1, "%s %s: nothing checked" % (fx, w)
+
+
+VERIFY_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+
+
+@pytest.mark.parametrize("gdb,toolchain", VERIFY_CASES, ids=["%s-%s" % c for c in VERIFY_CASES])
+def test_verify_native(corpus, tmp_path, gdb, toolchain):
+    fixtures = sorted({fx for fx, _, _ in VERIFY_PLAN})
+    lines = ["set startup-with-shell off", "source %s" % PLUGIN]
+    for fx in fixtures:
+        lines += verify_lines(corpus.get(toolchain, fx, "O2-nofp"))
+    out = run_gdb(gdb, lines, tmp_path)
+    check_verify(out, fixtures)
+
+
+@pytest.mark.parametrize("toolchain", ["sid-aarch64", "sid-s390x"])
+def test_verify_qemu(corpus, tmp_path, toolchain):
+    fixtures = sorted({fx for fx, _, _ in VERIFY_PLAN})
+    tc = T.toolchain(toolchain)
+    lines = ["source %s" % PLUGIN]
+    qemus = []
+    try:
+        for fx in fixtures:
+            build = corpus.get(toolchain, fx, "O2-nofp")
+            q = Qemu(toolchain, build.path, STOPS[fx][1])
+            qemus.append(q)
+            lines += verify_lines(build, remote_port=q.port, sysroot=tc.sysroot)
+        out = run_gdb("multiarch", lines, tmp_path)
+    finally:
+        for q in qemus:
+            q.close()
+    check_verify(out, fixtures)
+
+
+# -- core files -----------------------------------------------------------------------------------------
+
+CORE_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+
+
+@pytest.mark.parametrize("gdb,toolchain", CORE_CASES, ids=["%s-%s" % c for c in CORE_CASES])
+def test_core_files(corpus, tmp_path, gdb, toolchain):
+    """gcore of the unstripped and the stripped program at the same stop; then `gdb EXE CORE`
+    with the plugin loaded first: the same frames as DWARF on the unstripped core, in every thread."""
+    cases = []
+    lines = ["set startup-with-shell off"]
+    for fx in ("recurse", "threads"):
+        orig, noeh = twin_copies(corpus.get(toolchain, fx, "O2-nofp"), tmp_path / fx)
+        cases.append((fx, orig, noeh))
+        for exe in (orig, noeh):
+            lines += ["file %s" % exe, "break %s" % STOPS[fx][0], "run %s" % " ".join(STOPS[fx][1]),
+                      "gcore %s.core" % exe, "kill", "delete"]
+    lines += ["source %s" % PLUGIN]
+    for fx, orig, noeh in cases:
+        for kind, exe in (("orig", orig), ("noeh", noeh)):
+            lines += ["file %s" % exe, "core-file %s.core" % exe]
+            for thread in ((1, 2) if fx == "threads" else (1,)):
+                tag = "%s-%s-t%d" % (fx, kind, thread)
+                lines += ["thread %d" % thread, "set sframe off", "frames-dump %s-off" % tag,
+                          "set sframe on", "frames-dump %s-on" % tag]
+                if kind == "orig":
+                    lines += ["dwarf-unwinders off", "frames-dump %s-nodwarf" % tag, "dwarf-unwinders on"]
+            lines += ["core-file"]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    for fx, _, _ in cases:
+        threads = (1, 2) if fx == "threads" else (1,)
+        # Thread numbers follow the order of the core's notes: pair the threads by their frame #0.
+        stopped = {}
+        for kind in ("orig", "noeh"):
+            for t in threads:
+                frames = out.frames("%s-%s-t%d-on" % (fx, kind, t))
+                key = "stopped" if frames[0].name == STOPS[fx][0] else "other"
+                stopped[kind, key] = t
+        assert stopped.get(("orig", "stopped")) and stopped.get(("noeh", "stopped")), stopped
+        for t in threads:
+            ref = out.frames("%s-orig-t%d-off" % (fx, t))
+            mine = ref[0].name == STOPS[fx][0]
+            expect = STOPS[fx][2] if mine else ("main",)
+            # Both unwinders on: unchanged.  DWARF off: SFrame alone up to libc.
+            check_same(ref, out.frames("%s-orig-t%d-on" % (fx, t)), expect)
+            if mine:
+                check_sframe_frames(ref, out.frames("%s-orig-t%d-nodwarf" % (fx, t)), expect)
+                # No .eh_frame: SFrame alone, the same frames.
+                check_same(ref, out.frames("%s-noeh-t%d-on" % (fx, stopped["noeh", "stopped"])), expect)
+            else:
+                # The main thread waits somewhere in libc: DWARF there, then SFrame for main.
+                other = out.frames("%s-noeh-t%d-on" % (fx, stopped["noeh", "other"]))
+                assert [f.name for f in other if f.sf][-1:] == ["main"], other
+
+
+# -- commands ---------------------------------------------------------------------------------------------
+
+def cli_lookup(path, addr):
+    """`sframe lookup` (the command-line tool) output lines, to compare with `info sframe`."""
+    proc = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "core.cli", "lookup", str(path), addr],
+                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.returncode == 0, proc.stdout
+    return proc.stdout.splitlines()
+
+
+def section_counts(path):
+    from core.elf import ElfImage
+    from core.index import SFrameIndex
+    img = ElfImage(path)
+    idx = SFrameIndex(img.sframe.data, img.sframe.address)
+    return idx.header.version, idx.header.num_fdes, idx.header.num_fres, idx
+
+
+COMMAND_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_commands(corpus, tmp_path, gdb, toolchain):
+    build = corpus.get(toolchain, "frames", "O2-nofp")
+    exe = build.path
+    version, nfdes, nfres, _ = section_counts(exe)
+    rel = os.path.relpath(PLUGIN, tmp_path)
+    lines = [
+        # A missing pyelftools: one line, no traceback, nothing installed.
+        "python import sys; sys.modules['elftools'] = None",
+        "mark missing", "source %s" % rel, "try-cmd info sframe",
+        "python del sys.modules['elftools']",
+        # Relative path from another directory; a second source does nothing more.
+        "mark load", "source %s" % rel, "source %s" % PLUGIN, "mark loaded",
+        "file %s" % exe,
+        "mark static", "info sframe stop_here", "mark static-end",
+        "mark help", "help info sframe", "help sframe verify", "help set sframe", "help show debug sframe",
+        "mark complete", "complete info sframe stop_h", "complete sframe ver",
+        "mark noproc", "try-cmd sframe verify",
+        "set startup-with-shell off", "break stop_here", "run",
+        "mark table", "info sframe", "mark addr-pc", "info sframe $pc",
+        "mark addr-expr", "info sframe level2+4",
+        "python gdb.execute('mark addr-star'); gdb.execute('info sframe *%#x' % int(gdb.parse_and_eval('&level1')))",
+        "frames-dump here",
+        "mark up", "up", "info sframe $pc", "down",
+        "mark errors",
+        "try-cmd info sframe nosuchsym + 1",
+        "try-cmd info sframe 0",
+        "try-cmd info sframe puts",
+        "try-cmd info sframe _init",
+        "try-cmd info sframe _start",
+        "try-cmd info sframe",
+        "try-cmd sframe verify -steps many",
+        "try-cmd sframe verify -bogus",
+        "mark settings", "show sframe", "show debug sframe",
+        "dwarf-unwinders off",
+        "set sframe off", "show sframe", "frames-dump off",
+        "set sframe on", "show sframe", "frames-dump on",
+        "set debug sframe on", "show debug sframe", "mark debug", "frames-dump dbg", "set debug sframe off",
+        "mark debug-end",
+        "dwarf-unwinders on",
+        "kill",
+    ]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+
+    missing = out.between("missing", "load")
+    assert "TRY-ERROR: Undefined info command" in missing, missing      # nothing was installed
+    # The one line goes to stderr (at the end of the captured output).
+    assert len(re.findall(r"^sframe-gdb: not loaded: GDB's Python 3\.\d+ cannot import pyelftools; install it "
+                          r"with 'apt-get install python3-pyelftools' \(or 'python3\.\d+ -m pip install "
+                          r"pyelftools'\)\.$", out, re.M)) == 1, out
+    loaded = out.between("load", "loaded")
+    assert loaded.count("sframe-gdb: SFrame unwinder installed") == 1, loaded
+    assert "sframe-gdb: already loaded." in loaded, loaded
+
+    # Before the program runs (no load bias): exactly the command-line tool's text.
+    static = out.between("static", "static-end").strip().splitlines()
+    assert static == cli_lookup(exe, "stop_here"), static
+
+    helptext = out.between("help", "complete")
+    assert "Usage: info sframe [ADDR]" in helptext and "Usage: sframe verify [-steps N]" in helptext
+    assert "Set whether GDB unwinds frames with SFrame." in helptext
+    assert "Show SFrame unwinder debugging." in helptext
+    comp = out.between("complete", "noproc")
+    assert "info sframe stop_here" in comp and "sframe verify" in comp, comp
+    assert "TRY-ERROR: sframe verify: the program has no stack" in out.between("noproc", "table")
+
+    table = out.between("table", "addr-pc").strip().splitlines()
+    assert table[0].split() == ["Objfile", "Version", "ABI", "FDEs", "FREs", "Text", "range"], table
+    row = [r for r in table if r.startswith(str(exe))]
+    assert len(row) == 1, table
+    cols = row[0][len(str(exe)):].split()
+    assert cols[0] == str(version) and cols[1:4] == ["AMD64", "little-endian", str(nfdes)] and cols[4] == str(nfres)
+    lo, hi = (int(x, 16) for x in cols[5].split("-"))
+    assert re.search(r"^\d+ other objfiles? without SFrame\.$", table[-1]), table
+
+    here = out.frames("here")
+    pc_text = out.between("addr-pc", "addr-expr")
+    assert lo <= here[0].pc < hi
+    assert "Address: %#x in %s" % (here[0].pc, exe) in pc_text
+    assert "Section: .sframe at 0x" in pc_text and "SFrame version %d" % version in pc_text
+    assert "Function: stop_here at %#x" % here[0].pc in pc_text and "Rules:\n  CFA = rsp + 8\n" in pc_text
+    # The values in the selected frame: the CFA GDB has for it, the return address it shows.
+    assert "Values in frame #0:\n  CFA = %#x\n  RA = %#x\n" % (here[0].cfa, here[1].pc) in pc_text, pc_text
+    expr = out.between("addr-expr", "addr-star")
+    assert "Function: level2 at " in expr and "Values in" not in expr, expr
+    star = out.between("addr-star", "up")
+    assert "Function: level1 at " in star, star
+    up = out.between("up", "errors")
+    assert "Function: level3 at " in up and "Values in frame #1:\n  CFA = %#x\n  RA = %#x\n" % (here[1].cfa, here[2].pc) in up, up
+
+    errors = [line for line in out.between("errors", "settings").splitlines() if line.startswith("TRY-")]
+    assert errors[0].startswith("TRY-ERROR: info sframe: cannot evaluate nosuchsym + 1: No symbol \"nosuchsym\""), errors
+    assert errors[1] == "TRY-ERROR: No SFrame information covers 0x0: it is not in any loaded objfile.", errors
+    assert re.match(r"TRY-ERROR: No SFrame information covers 0x[0-9a-f]+: \S*libc\.so\.6 has no \.sframe section\.$",
+                    errors[2]), errors
+    assert re.match(r"TRY-ERROR: No SFrame information covers 0x[0-9a-f]+: it lies outside the SFrame range of %s\.$"
+                    % re.escape(str(exe)), errors[3]), errors
+    assert re.match(r"TRY-ERROR: No SFrame information covers 0x[0-9a-f]+: no FDE of %s's \.sframe contains it\.$"
+                    % re.escape(str(exe)), errors[4]), errors
+    assert errors[5] == "TRY-OK", errors
+    assert errors[6] == "TRY-ERROR: sframe verify: -steps needs a non-negative number, not 'many'", errors
+    assert errors[7].startswith("TRY-ERROR: sframe verify: unknown argument '-bogus'"), errors
+
+    settings = out.between("settings", "debug")
+    assert settings.count("SFrame unwinding is on.") == 2 and "SFrame unwinding is off." in settings
+    assert "SFrame unwinder debugging is off." in settings
+    ref = out.frames("on")
+    assert [f.name for f in ref] == ["stop_here", "level3", "level2", "level1", "main"] and all(f.sf for f in ref)
+    off = out.frames("off")
+    assert not any(f.sf for f in off) and [(f.pc, f.cfa) for f in off] != [(f.pc, f.cfa) for f in ref]
+    assert "SFrame unwinder debugging is on." in out
+    # Debug lines go to GDB's stderr (at the end of the captured output).
+    assert re.search(r"^\[sframe\] frame #1: pc %#x: sframe: CFA %#x, caller pc %#x" % (here[1].pc, here[1].cfa, here[2].pc),
+                     out, re.M), out
+    assert re.search(r"^\[sframe\] \S*libc\.so\.6: .*no SFrame section", out, re.M) is None   # only while debugging
+
+
+# -- a signal interrupting SFrame code -----------------------------------------------------------------
+
+# faulting() faults on its first instruction after a push: the interrupted frame's PC is not a
+# return address, so its rules must be looked up at the PC itself (at PC - 1, as for a caller,
+# the push's row would give the wrong CFA).  The handler calls stop_here.
+INTERRUPT_C = r"""
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+volatile int sink;
+int faulting(volatile int *p);
+__asm__(".text\n.globl faulting\n.type faulting, @function\nfaulting:\n.cfi_startproc\n"
+        "  pushq %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset rbx, -16\n"
+        "  movl (%rdi), %eax\n"
+        "  popq %rbx\n.cfi_def_cfa_offset 8\n  ret\n.cfi_endproc\n.size faulting, .-faulting\n");
+__attribute__((noinline)) void stop_here(int s) { sink += s; }
+__attribute__((noinline)) void on_segv(int sig) { stop_here(sig); _exit(0); }
+__attribute__((noinline)) int middle(volatile int *p) { int r = faulting(p); return r + sink + 1; }
+int main(int argc, char **argv)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, 0);
+    return middle((volatile int *)(long)(argc - 1)) + 2;
+}
+"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_signal_interrupts_sframe_code(roots, tmp_path, gdb, toolchain):
+    tc = T.toolchain(toolchain)
+    src = tmp_path / "interrupt.c"
+    src.write_text(INTERRUPT_C)
+    for kind in ("orig", "noeh"):
+        (tmp_path / kind).mkdir()
+    orig, noeh = tmp_path / "orig" / "interrupt", tmp_path / "noeh" / "interrupt"
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), str(src)],
+             cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    lines = ["set startup-with-shell off", "handle SIGSEGV nostop noprint pass", "file %s" % orig,
+             "break stop_here", "run", "frames-dump dwarf", "source %s" % PLUGIN,
+             "dwarf-unwinders off", "frames-dump sframe", "dwarf-unwinders on", "frames-dump both",
+             "sframe verify", "kill", "file %s" % noeh, "run", "frames-dump noeh",
+             "set sframe off", "frames-dump noeh-off", "kill"]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    ref = out.frames("dwarf")
+    names = [f.name for f in ref]
+    assert names[:2] == ["stop_here", "on_segv"] and names[3:] == ["faulting", "middle", "main"], ref
+    assert ref[3].where == "faulting+1", ref[3]
+    # DWARF off: SFrame for every frame but the trampoline's (GDB's signal-frame unwinder); the
+    # interrupted frame's CFA and its caller's PC right.
+    got = out.frames("sframe")
+    assert [f.sf for f in got] == [True, True, False, True, True, True], got
+    assert [f.pc for f in got] == [f.pc for f in ref]
+    assert [f.cfa for f in got if f.sf] == [f.cfa for f in ref if f.level != 2], (got, ref)
+    check_same(ref, out.frames("both"), ("faulting", "middle"))
+    assert "sframe verify: 5 frames checked at 1 stops, 0 disagreements" in out
+    check_same(ref, out.frames("noeh"), ("faulting", "middle", "main"))
+    assert [(f.pc, f.cfa) for f in out.frames("noeh-off")][3:] != [(f.pc, f.cfa) for f in ref][3:]
+
+
+@pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
+def test_verify_reports_disagreements(corpus, tmp_path, gdb, toolchain):
+    """A .sframe whose CFA offset for stop_here is wrong: verify must say so (and bt with DWARF on
+    still works, as the plugin's broken frames are the only ones that change)."""
+    from core import format as F
+    from core.elf import ElfImage
+    src = corpus.get(toolchain, "frames", "O2-nofp").path
+    exe = tmp_path / "frames"
+    shutil.copy2(src, exe)
+    img = ElfImage(exe)
+    _, _, _, idx = section_counts(exe)
+    addr = img.resolve("stop_here")
+    m = idx.lookup(addr)
+    assert m.rules.cfa.offset == 8 and m.fre.word_size == 1
+    at = img.sframe.file_offset + m.fre.offset + F.FRE_START_SIZE[m.fde.fre_type] + 1
+    data = bytearray(exe.read_bytes())
+    assert data[at] == 8
+    data[at] = 24                     # CFA = rsp + 24 instead of rsp + 8
+    exe.write_bytes(bytes(data))
+    out = run_gdb(gdb, ["source %s" % PLUGIN, "file %s" % exe, "break stop_here", "run", "sframe verify",
+                        "info sframe $pc", "kill"], tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    assert "  CFA = rsp + 24\n" in out, out
+    m = re.search(r"^frame #0 \(stop_here\): CFA (0x[0-9a-f]+) with SFrame, (0x[0-9a-f]+) with the reference$",
+                  out, re.M)
+    assert m and int(m.group(1), 16) == int(m.group(2), 16) + 16, out
+    assert re.search(r"^frame #1 .*: PC 0x[0-9a-f]+ with SFrame, 0x[0-9a-f]+ with the reference$", out, re.M), out
+    s = _SUMMARY.findall(out)
+    assert len(s) == 1 and s[0][2] == "2", out
+
+
+# -- re-run, attach ----------------------------------------------------------------------------------------
+
+WAIT_C = r"""
+#include <unistd.h>
+volatile int sink;
+__attribute__((noinline)) void inner(void) { for (;;) { pause(); sink++; } }
+__attribute__((noinline)) void middle(void) { inner(); sink++; }
+__attribute__((noinline)) void outer(void) { middle(); sink++; }
+int main(void) { outer(); return sink; }
+"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
+def test_rerun_and_attach(corpus, tmp_path, gdb, toolchain):
+    """The load bias follows the program: two runs with address randomisation on (the PIE moves),
+    then a process started outside GDB and attached to."""
+    tc = T.toolchain(toolchain)
+    exe = corpus.get(toolchain, "frames", "O2-nofp").path
+    src = tmp_path / "wait.c"
+    src.write_text(WAIT_C)
+    waiter = tmp_path / "wait"
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(waiter), str(src)],
+             cwd=tmp_path, check=True)
+    lines = ["source %s" % PLUGIN, "set disable-randomization off", "file %s" % exe, "break stop_here"]
+    for k in (1, 2):
+        lines += ["run", "dwarf-unwinders off", "frames-dump run%d" % k, "mark table%d" % k, "info sframe",
+                  "mark end%d" % k, "dwarf-unwinders on", "kill"]
+    # The waiting process is started by GDB's Python, so that it shares GDB's root and mounts.
+    lines += ["delete", "file %s" % waiter,
+              "python import subprocess, time; _w = subprocess.Popen(['%s']); time.sleep(0.5)" % waiter,
+              "python gdb.execute('attach %d' % _w.pid)",
+              "frames-dump attach", "set sframe off", "frames-dump attach-off", "set sframe on",
+              "detach", "python _w.kill(); _w.wait()"]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    runs = [out.frames("run1"), out.frames("run2")]
+    for frames in runs:
+        assert [f.name for f in frames] == ["stop_here", "level3", "level2", "level1", "main"] and all(f.sf for f in frames), frames
+    assert runs[0][0].pc != runs[1][0].pc, "the program did not move between the runs"
+    for k, frames in ((1, runs[0]), (2, runs[1])):
+        row = [r for r in out.between("table%d" % k, "end%d" % k).splitlines() if r.startswith(str(exe))][0]
+        lo, hi = (int(x, 16) for x in row.split()[-1].split("-"))
+        assert all(lo <= f.pc < hi for f in frames), (row, frames)
+    att, ref = out.frames("attach"), out.frames("attach-off")
+    check_same(ref, att, ("inner", "middle", "outer", "main"))
+
+
+# -- the outermost frame --------------------------------------------------------------------------------
+
+OUTER_C = r"""
+volatile int sink;
+__attribute__((noinline)) void stop_here(void) { sink++; }
+__attribute__((noinline)) void inner(void) { stop_here(); sink++; }
+__attribute__((noinline)) void outer_most(void)
+{
+    __asm__ volatile (".cfi_undefined rip");
+    inner();
+    sink++;
+}
+int main(void) { outer_most(); return 0; }
+"""
+
+
+def test_outermost_frame(roots, tmp_path):
+    """SFrame V3 marks a function whose return address is undefined (no FRE data words): the
+    backtrace ends there, with GDB's "Backtrace stopped" line, as DWARF ends it too."""
+    tc = T.toolchain("sid")
+    src = tmp_path / "outer.c"
+    src.write_text(OUTER_C)
+    exe = tmp_path / "outer"
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(exe), str(src)],
+             cwd=tmp_path, check=True)
+    out = run_gdb("gdb18", ["file %s" % exe, "break stop_here", "run", "frames-dump dwarf",
+                            "source %s" % PLUGIN, "dwarf-unwinders off", "frames-dump sframe",
+                            "mark bt", "bt", "mark info", "info sframe outer_most", "kill"], tmp_path)
+    ref, got = out.frames("dwarf"), out.frames("sframe")
+    assert [f.name for f in ref] == ["stop_here", "inner", "outer_most"], ref
+    assert [(f.pc, f.name) for f in got] == [(f.pc, f.name) for f in ref], got
+    assert [f.cfa for f in got[:2]] == [f.cfa for f in ref[:2]] and got[0].sf and got[1].sf
+    assert out.end("sframe") == "frame_did_not_save_the_PC", out.end("sframe")
+    assert "#2  0x" in out.between("bt", "info") and "Backtrace stopped: frame did not save the PC" in out
+    assert "RA undefined (outermost frame)" in out.between("info"), out
