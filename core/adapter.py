@@ -217,10 +217,9 @@ def where_text(module, symbol, offset):
 
 def section_summary(module):
     """'Section: ...' line of a module with SFrame (addresses as loaded)."""
-    sf = module.image.sframe
     h = module.index.header
     return "Section: %s at %#x, %s, %d FDEs, %d FREs" % (
-        sf.name, sf.address + module.load_bias, section_line(h), h.num_fdes, h.num_fres)
+        module.section_name, module.section_addr, section_line(h), h.num_fdes, h.num_fres)
 
 
 def lookup_lines(addr, module, match, symbol=None, values=None):

@@ -22,23 +22,22 @@ def cmd_dump(args):
 
 
 def cmd_lookup(args):
-    from .describe import describe_match, section_line
+    from .adapter import lookup_lines
     from .elf import parse_address
-    from .index import SFrameIndex
+    from .modules import ModuleSet
     img = _image(args.file)
     try:
         addr = parse_address(args.addr, img)
     except ValueError as exc:
         raise ElfError("%s: %s" % (args.file, exc)) from None
-    idx = SFrameIndex(img.sframe.data, img.sframe.address)
-    m = idx.lookup(addr)
-    if m is None:
+    modules = ModuleSet()
+    sf = img.sframe
+    modules.add(args.file, args.file, loader=lambda: (sf.data, sf.address, sf.name))
+    found = modules.find(addr)
+    match = found and found[0].lookup(addr)
+    if not match:
         raise ElfError("%s: address %#x is not covered by SFrame data" % (args.file, addr))
-    print("Address: %#x in %s" % (addr, args.file))
-    print("Section: %s at %#x, %s, %d FDEs, %d FREs" % (
-        img.sframe.name, img.sframe.address, section_line(idx.header), idx.header.num_fdes, idx.header.num_fres))
-    for line in describe_match(m, idx, img.symbolize(m.fde.start)):
-        print(line)
+    print("\n".join(lookup_lines(addr, found[1], match, img.symbolize(match.fde.start))))
     return 0
 
 

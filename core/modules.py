@@ -9,8 +9,7 @@ the text ranges the indexes cover, so a PC outside every SFrame range is decline
 import bisect
 from dataclasses import dataclass, field
 
-from .elf import ElfImage
-from .errors import ElfError, SFrameError
+from .errors import ElfError, NoSFrameError, SFrameError
 from .index import SFrameIndex
 
 
@@ -19,11 +18,14 @@ class Module:
     key: object                 # the adapter's identity for it (objfile, module UUID/path, ...)
     path: str
     bias: object = None         # int, or a callable returning it (computed when first needed)
-    image: ElfImage = None
+    image: object = None        # core.elf.ElfImage, when the file had to be parsed
     index: SFrameIndex = None
     error: str = None           # why it has no usable SFrame
     range: tuple = (0, 0)
     extra: dict = field(default_factory=dict)
+    loader: object = None       # optional: () -> (section bytes, load address, section name)
+    section_name: str = None    # where the SFrame data came from, once loaded
+    section_addr: int = None    # its load address
 
     @property
     def load_bias(self):
@@ -40,10 +42,16 @@ class ModuleSet:
         self._los = []
         self.log = log or (lambda msg: None)
 
-    def add(self, key, path, bias=None, **extra):
-        """Record a loaded file; its index is built on first use.  Re-adding a key replaces it."""
+    def add(self, key, path, bias=None, loader=None, **extra):
+        """Record a loaded file; its index is built on first use.  Re-adding a key replaces it.
+
+        By default the SFrame section is read from the file at `path` and placed at its link-time
+        address plus `bias`.  A debugger that already knows where the section is loaded can pass
+        `loader` instead (bytes and load address from the debugger's own view of memory: no file
+        is parsed); if the loader raises, the file is used.
+        """
         self.remove(key)
-        m = Module(key, path, bias, extra=extra)
+        m = Module(key, path, bias, extra=extra, loader=loader)
         self._modules[key] = m
         self._pending.append(m)
         return m
@@ -65,11 +73,23 @@ class ModuleSet:
         self._load_pending()
         return iter(list(self._modules.values()))
 
+    def _section(self, m):
+        if m.loader is not None:
+            try:
+                return m.loader()
+            except NoSFrameError:
+                raise
+            except Exception as exc:
+                self.log("%s: %s; reading the file instead" % (m.path, exc))
+        from .elf import ElfImage     # pyelftools only when the file must be parsed (its import is slow)
+        m.image = ElfImage(m.path)
+        sf = m.image.require_sframe()
+        return sf.data, sf.address + m.load_bias, sf.name
+
     def _load(self, m):
         try:
-            m.image = ElfImage(m.path)
-            sf = m.image.require_sframe()
-            m.index = SFrameIndex(sf.data, sf.address + m.load_bias)
+            data, m.section_addr, m.section_name = self._section(m)
+            m.index = SFrameIndex(data, m.section_addr)
             if len(m.index):
                 m.range = m.index.text_range()
         except (ElfError, SFrameError, OSError) as exc:

@@ -91,7 +91,8 @@ def frame_arch(frame):
 
 def frame_values(plugin, frame, ms, match):
     """[(what, value)] of the selected frame from SFrame (CFA, RA, FP), or a Stop."""
-    from core.unwind import Frame, Stop, step
+    from core import adapter
+    from core.unwind import Frame
     a = frame_arch(frame)
     if a is None:
         return None
@@ -112,15 +113,8 @@ def frame_values(plugin, frame, ms, match):
     inferior = gdb.selected_inferior()
     f = Frame(pc=int(frame.pc()) & MASK64, sp=reg(a.sp), fp=reg(a.fp), ra=reg(a.ra) if top else None,
               regs=LazyRegs(frame, a, abi) if top else {})
-    res = step(f, abi=abi, read=lambda addr, n: inferior.read_memory(addr, n), find=ms.find, topmost=top)
-    if isinstance(res, Stop):
-        return res
-    out = [("CFA", res.cfa), ("RA", res.ra if res.ra is not None else res.pc)]
-    if res.ra_stripped:
-        out.append(("RA without its signature (caller's PC)", res.pc))
-    if res.fp is not None:
-        out.append(("FP", res.fp))
-    return out
+    return adapter.frame_values(f, abi=abi, read=lambda addr, n: inferior.read_memory(addr, n), find=ms.find,
+                                topmost=top)
 
 
 # -- settings ---------------------------------------------------------------------------------------
@@ -226,7 +220,7 @@ selected frame of a running program, also the values the rules give there."""
             gdb.write("%d other objfile%s without SFrame.\n" % (without, "" if without == 1 else "s"))
 
     def _address(self, arg):
-        from core import describe
+        from core import adapter
         addr = parse_address(arg, "info sframe")
         ms = self.plugin.tracker.current()
         found = ms.find(addr) if ms is not None else None
@@ -244,17 +238,11 @@ selected frame of a running program, also the values the rules give there."""
         if match is None:
             raise gdb.GdbError("No SFrame information covers %#x: no FDE of %s's .sframe contains it."
                                % (addr, module.path))
-        h = index.header
-        sect_addr = module.image.sframe.address + module.load_bias
-        lines = ["Address: %#x in %s" % (addr, module.path),
-                 "Section: %s at %#x, %s, %d FDEs, %d FREs" % (
-                     module.image.sframe.name, sect_addr, describe.section_line(h), h.num_fdes, h.num_fres)]
-        lines += describe.describe_match(match, index, symbol_at(match.fde.start))
-        lines += self._values(addr, ms, found)
+        lines = adapter.lookup_lines(addr, module, match, symbol_at(match.fde.start), self._values(addr, ms, found))
         gdb.write("\n".join(lines) + "\n")
 
     def _values(self, addr, ms, found):
-        from core.unwind import Stop
+        from core import adapter
         if not _has_registers():
             return []
         frame = gdb.selected_frame()
@@ -266,9 +254,7 @@ selected frame of a running program, also the values the rules give there."""
         vals = frame_values(self.plugin, frame, ms, found)
         if vals is None:
             return []
-        if isinstance(vals, Stop):
-            return ["Values in frame #%d: none (%s)" % (frame.level(), vals.message)]
-        return ["Values in frame #%d:" % frame.level()] + ["  %s = %#x" % (w, v) for w, v in vals]
+        return adapter.values_lines(frame.level(), vals)
 
 
 # -- sframe prefix and sframe verify -----------------------------------------------------------------

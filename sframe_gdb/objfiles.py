@@ -3,7 +3,8 @@
 GDB tells us about objfiles through events; this module keeps the list (cheaply: no file is read
 then) and builds the core ModuleSet from it on first use.  GDB has no Python API for an objfile's
 load bias, so the bias comes from `maint info sections -all-objects .sframe` (the runtime address
-of each objfile's .sframe; bias = that - sh_addr).  That text is read at most once per change:
+of each objfile's .sframe), and the section's bytes are read through GDB's memory view (GDB has
+parsed the ELF file already; the file is read only if that fails).  That text is read at most once per change:
 objfile events, a new run, attach or core file mark everything stale, and the next lookup re-reads
 it and rebuilds only the indexes whose bias moved.
 """
@@ -18,7 +19,7 @@ _SECTION_RE = re.compile(r"^\s*\[\s*\d+\]\s+(0x[0-9a-fA-F]+)->(0x[0-9a-fA-F]+) a
 
 
 def parse_sections(text, name=".sframe"):
-    """{objfile name: runtime start address of section `name`} from `maint info sections` text."""
+    """{objfile name: (runtime start, end) of section `name`} from `maint info sections` text."""
     out = {}
     current = None
     for line in text.splitlines():
@@ -28,7 +29,7 @@ def parse_sections(text, name=".sframe"):
             continue
         m = _SECTION_RE.match(line)
         if m and current is not None and m.group(3) == name and current not in out:
-            out[current] = int(m.group(1), 16)
+            out[current] = (int(m.group(1), 16), int(m.group(2), 16))
     return out
 
 
@@ -124,9 +125,22 @@ class Tracker:
 
     def _add_module(self, ms, key, path, name):
         holder = []
-        m = ms.add(key, path, bias=lambda: self._bias(holder[0]), gdb_name=name)
+        m = ms.add(key, path, bias=lambda: self._bias(holder[0]), loader=lambda: self._read_section(holder[0]),
+                   gdb_name=name)
         holder.append(m)
         return m
+
+    def _read_section(self, module):
+        """(bytes, load address, name) of a module's .sframe, read through GDB (which has parsed the
+        ELF file already and knows where the section is loaded): no ELF parsing here.  The
+        ModuleSet falls back to the file if this raises."""
+        from core.errors import NoSFrameError
+        where = self._sframe_sections().get(module.extra.get("gdb_name"))
+        if where is None:
+            raise NoSFrameError("%s: no .sframe section" % module.path)
+        lo, hi = where
+        module.extra["runtime"] = lo
+        return bytes(gdb.selected_inferior().read_memory(lo, hi - lo)), lo, ".sframe"
 
     # -- load biases ------------------------------------------------------------------------
 
@@ -137,13 +151,13 @@ class Tracker:
         return self._sections
 
     def _bias(self, module):
-        """Load bias of a module whose ELF image is loaded: runtime .sframe address - sh_addr."""
-        runtime = self._sframe_sections().get(module.extra.get("gdb_name"))
-        module.extra["runtime"] = runtime
-        if runtime is None:
+        """Load bias, when the section had to be read from the file: runtime .sframe - sh_addr."""
+        where = self._sframe_sections().get(module.extra.get("gdb_name"))
+        module.extra["runtime"] = where and where[0]
+        if where is None:
             self.log("%s: GDB lists no .sframe section for it; assuming load bias 0" % module.path)
             return 0
-        return runtime - module.image.sframe.address
+        return where[0] - module.image.sframe.address
 
     def current(self):
         """The current program space's ModuleSet with its biases up to date, or None when no
@@ -166,7 +180,7 @@ class Tracker:
             return
         secs = self._sframe_sections()
         for m in loaded:
-            new = secs.get(m.extra.get("gdb_name"))
+            new = secs.get(m.extra.get("gdb_name"), (None,))[0]
             if new is not None and new != m.extra.get("runtime"):
                 self.log("%s: .sframe moved from %s to %#x; rebuilding its index"
                          % (m.path, "?" if m.extra.get("runtime") is None else "%#x" % m.extra["runtime"], new))
