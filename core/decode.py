@@ -249,10 +249,11 @@ class Section:
         for i in range(self.header.num_fdes):
             yield self.fde(i)
 
-    def check_all(self):
+    def check_all(self, keep=True):
         """Decode everything and check what a single lookup cannot: the FRE total and the FDE order.
 
-        Returns [(fde, fres), ...].
+        Returns [(fde, fres), ...], or with keep=False nothing (memory stays flat: one function's
+        records at a time).
         """
         h = self.header
         out = []
@@ -267,7 +268,8 @@ class Section:
                 raise SFrameError(fde.offset, "FDE %d starts at %#x, before FDE %d (%#x), though the section is flagged sorted"
                                   % (fde.index, fde.start, prev.index, prev.start))
             prev = fde
-            out.append((fde, fres))
+            if keep:
+                out.append((fde, fres))
         if total != h.num_fres:
             raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (total, h.num_fres))
         return out
