@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from common import REPO, WORK, in_sid, many_functions_binary, median_time
+from common import REPO, in_sid, many_functions_binary, median_time
 
 from core import format as F
 from core.dump import dump

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from .describe import describe_match, section_line
 from .errors import SFrameError
 from .modules import ModuleSet
-from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, Stop, StopReason, step, walk
+from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, Stop, StopReason, step, walk, with_callers
 
 MASK64 = (1 << 64) - 1
 
@@ -129,19 +129,11 @@ def _shift(frame, base):
 def frame_rows(items):
     """[(frame, its own CFA or None, its own Match or None)] and the final Stop, from walk/walk_from.
 
-    A frame's own CFA, and the SFrame match that gave it, are known once its caller has been
-    unwound: they are the caller's `cfa` and `match`.
+    A frame's own CFA, and the SFrame match that gave it, come with its caller.
     """
-    rows, stop = [], None
-    for item in items:
-        if isinstance(item, Stop):
-            stop = item
-            break
-        if rows:
-            prev = rows[-1][0]
-            rows[-1] = (prev, item.cfa, item.match if item.method is Method.SFRAME else None)
-        rows.append((item, None, None))
-    return rows, stop
+    pairs, stop = with_callers(items)
+    return [(f, c and c.cfa, c.match if c is not None and c.method is Method.SFRAME else None)
+            for f, c in pairs], stop
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from .corefile import CoreFile
 from .elf import ElfImage
 from .errors import ElfError
 from .modules import ModuleSet
-from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, Stop, walk
+from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, walk, with_callers
 
 SIGNAL_TRAMPOLINE = "<signal handler called>"
 
@@ -162,16 +162,8 @@ class CoreSession:
 def frame_rows(items):
     """The frames of a walk as Rows (each with its own CFA, known once its caller was unwound,
     and the trampoline mark), and the final Stop."""
-    rows, stop = [], None
-    for item in items:
-        if isinstance(item, Stop):
-            stop = item
-            continue
-        if rows:
-            prev = rows[-1]
-            rows[-1] = Row(prev.frame, item.cfa, item.method is Method.SIGNAL)
-        rows.append(Row(item, None, False))
-    return rows, stop
+    pairs, stop = with_callers(items)
+    return [Row(f, c and c.cfa, c is not None and c.method is Method.SIGNAL) for f, c in pairs], stop
 
 
 def _frame_symbol(session, frame, trampoline):

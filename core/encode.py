@@ -109,7 +109,6 @@ def build(version, abi, funcs, *, section_addr=0, flags=None, fixed_fp=0, fixed_
     """Lay out and encode a section for `funcs`.  Returns the bytes."""
     abi = F.ABI(abi)
     big = abi in (F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)
-    e = ">" if big else "<"
     if fixed_ra is None:
         fixed_ra = -8 if abi is F.ABI.AMD64_ENDIAN_LITTLE else 0
     if flags is None:

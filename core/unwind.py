@@ -437,6 +437,23 @@ def walk(initial, *, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, **options):
         frame = nxt
 
 
+def with_callers(items):
+    """Frames of a walk, each paired with its caller (None for the last), and the final Stop.
+
+    A frame's own CFA is known only once its caller is unwound (it is the caller's `cfa`), and so
+    is how the caller was found: printers of whole backtraces need both on the frame's line.
+    """
+    pairs, stop = [], None
+    for item in items:
+        if isinstance(item, Stop):
+            stop = item
+            break
+        if pairs:
+            pairs[-1] = (pairs[-1][0], item)
+        pairs.append((item, None))
+    return pairs, stop
+
+
 def _relevel(frame):
     return replace(frame, level=0)
 

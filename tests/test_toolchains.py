@@ -12,7 +12,6 @@ import re
 import struct
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
