@@ -249,6 +249,11 @@ def dump(section_data, section_addr, name=".sframe"):
     recs = struct.iter_unpack(e + {1: "iIIIB", 2: "iIIIBBH", 3: "qII"}[ver],
                               data[fde_base:fde_base + nfdes * fde_size])
     append = out.append
+    # Loop constants as plain local ints (module and enum lookups cost more than the work).
+    ATTR, TYPE_MASK, FLEX = F.V3_ATTR_SIZE, F.FDE_INFO2_TYPE_MASK, int(F.FDEType.FLEX)
+    FRE_TYPE_MASK, PCTYPE_BIT, ADDR4 = F.FDE_INFO_FRE_TYPE_MASK, F.FDE_INFO_PCTYPE_BIT, int(F.FREType.ADDR4)
+    head, row, m64, start_sizes = _HEAD, _ROW, _M64, (1, 2, 4)
+    num_fres_total = h.num_fres
     total = 0
     prev_start = None
     unprintable = None
@@ -258,38 +263,38 @@ def dump(section_data, section_addr, name=".sframe"):
         start = section_addr + (off if pcrel else 0) + field
         info2 = 0
         if ver == 3:
-            if fre_off + F.V3_ATTR_SIZE > fre_len:
+            if fre_off + ATTR > fre_len:
                 _decoder_error(sec, i, off)
             num_fres, info, info2, rep = attr_fmt(data, fre_base + fre_off)
-            if info2 & F.FDE_INFO2_TYPE_MASK > F.FDEType.FLEX:
+            if info2 & TYPE_MASK > FLEX:
                 _decoder_error(sec, i, off)
-            pos = fre_base + fre_off + F.V3_ATTR_SIZE
+            pos = fre_base + fre_off + ATTR
         else:
             num_fres, info = rec[3], rec[4]
             rep = rec[5] if ver == 2 else 16     # V1 has no rep_size field: MASK needs none
             if fre_off > fre_len:
                 _decoder_error(sec, i, off)
             pos = fre_base + fre_off
-        ftype = info & F.FDE_INFO_FRE_TYPE_MASK
-        mask = (info >> F.FDE_INFO_PCTYPE_BIT) & 1
-        if ftype > F.FREType.ADDR4 or (mask and rep == 0):
+        ftype = info & FRE_TYPE_MASK
+        mask = (info >> PCTYPE_BIT) & 1
+        if ftype > ADDR4 or (mask and rep == 0):
             _decoder_error(sec, i, off)
         if sorted_flag and prev_start is not None and start < prev_start:
             _decoder_error(sec, i, off)
         prev_start = start
         total += num_fres
-        if total > h.num_fres:
+        if total > num_fres_total:
             _decoder_error(sec, i, off)
         sk = (info, info2)
         suffix = suffixes.get(sk)
         if suffix is None:
             suffix = suffixes[sk] = function_suffix(h, info, info2)
         # readelf prints the size with %d: as a signed 32-bit int.
-        append(_HEAD % (i, start & _M64, size - (size >> 31 << 32), suffix, "[m]" if mask else "   "))
-        ssize = (1, 2, 4)[ftype]
+        append(head % (i, start & m64, size - (size >> 31 << 32), suffix, "[m]" if mask else "   "))
+        ssize = start_sizes[ftype]
         if num_fres * (ssize + 1) > fre_end - pos:
             _decoder_error(sec, i, off)
-        flex = int(ver == 3 and (info2 & F.FDE_INFO2_TYPE_MASK) == F.FDEType.FLEX)
+        flex = int(ver == 3 and (info2 & TYPE_MASK) == FLEX)
         cache = caches[flex]
         text = texts[flex]
         rd = readers[ftype]
@@ -312,7 +317,7 @@ def dump(section_data, section_addr, name=".sframe"):
                 except SFrameError as exc:      # unprintable: raised once the decoder's checks passed
                     unprintable = unprintable or exc
                     t = ""
-            append(_ROW % ((base + st) & _M64, t))
+            append(row % ((base + st) & m64, t))
             pos = r
     if total != h.num_fres:
         sec.check_all()
