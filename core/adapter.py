@@ -8,21 +8,18 @@ through LLDB and does everything else here, where it can be tested without a deb
   the file's size and time when there is none); the bias is where it is loaded.  Indexes of
   modules that stay loaded are kept; a module that appears (dlopen, relaunch at another address)
   gets a new one, built on first use.
-- `walk_from` walks a stack from any frame: the innermost one (all registers trusted, its PC looked
-  up as is) or an outer frame the debugger already unwound (only SP and FP trusted, its PC a
-  return address).
 - `frame_values` evaluates the rules that cover a frame's PC with that frame's registers.
 - `lookup`, `frame_rows`, `frame_line`, `stop_line`, `lookup_lines`, `values_lines`,
   `info_lines`: finding what covers an address, and the printed text.
 """
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .describe import describe_match, section_line
 from .errors import SFrameError
 from .modules import ModuleSet
-from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, Stop, StopReason, step, walk, with_callers
+from .unwind import Method, Stop, StopReason, step, with_callers
 
 MASK64 = (1 << 64) - 1
 
@@ -92,42 +89,8 @@ class ModuleTracker:
 # Walking
 
 
-def walk_from(initial, *, topmost, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, **options):
-    """Like core.unwind.walk, but `initial` may be an outer frame (topmost False).
-
-    For an outer frame, only its SP and FP (as recovered by the debugger) are trusted and its PC
-    is a return address, exactly as for a frame core.unwind recovered itself.  Frame levels go on
-    from `initial.level`.
-    """
-    if topmost:
-        base = initial.level
-        for item in walk(initial, abi=abi, read=read, find=find, limit=limit, **options):
-            if isinstance(item, Frame) and base:
-                item = _shift(item, base)
-            yield item
-        return
-    frame = initial
-    yield frame
-    count, prev_cfa = 1, None
-    while True:
-        if count >= limit:
-            yield Stop(StopReason.DEPTH_LIMIT, "limit of %d frames" % limit, frame.pc)
-            return
-        nxt = step(frame, abi=abi, read=read, find=find, topmost=False, prev_cfa=prev_cfa, **options)
-        yield nxt
-        if isinstance(nxt, Stop):
-            return
-        count += 1
-        prev_cfa = nxt.cfa
-        frame = nxt
-
-
-def _shift(frame, base):
-    return replace(frame, level=frame.level + base)
-
-
 def frame_rows(items):
-    """[(frame, its own CFA or None, its own Match or None)] and the final Stop, from walk/walk_from.
+    """[(frame, its own CFA or None, its own Match or None)] and the final Stop, from core.unwind.walk.
 
     A frame's own CFA, and the SFrame match that gave it, come with its caller.
     """

@@ -412,14 +412,17 @@ def step(frame, *, abi, read, find, topmost, prev_cfa=None, fp_fallback=False,
         return s.stop
 
 
-def walk(initial, *, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, **options):
-    """Whole backtrace: yields `initial` (as level 0), then each caller, then one final Stop.
+def walk(initial, *, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, topmost=True, **options):
+    """Whole backtrace: yields `initial`, then each caller, then one final Stop.
 
+    `topmost`: `initial` is the innermost frame (yielded as level 0, all its registers trusted).
+    Otherwise it is an outer frame a debugger already unwound: only its SP and FP are trusted,
+    its PC is a return address, and levels go on from `initial.level`.
     `options` are passed to `step` (fp_fallback, pac_mask, symbol, detect_signal).  `limit`
     bounds the number of frames yielded; reaching it ends with a DEPTH_LIMIT stop.
     """
     abi = _abi_info(abi)
-    frame = initial if initial.level == 0 else _relevel(initial)
+    frame = initial if initial.level == 0 or not topmost else replace(initial, level=0)
     yield frame
     count = 1
     prev_cfa = None
@@ -427,7 +430,8 @@ def walk(initial, *, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, **options):
         if count >= limit:
             yield Stop(StopReason.DEPTH_LIMIT, "limit of %d frames" % limit, frame.pc)
             return
-        nxt = step(frame, abi=abi, read=read, find=find, topmost=count == 1, prev_cfa=prev_cfa, **options)
+        nxt = step(frame, abi=abi, read=read, find=find, topmost=topmost and count == 1, prev_cfa=prev_cfa,
+                   **options)
         if isinstance(nxt, Stop):
             yield nxt
             return
@@ -452,10 +456,6 @@ def with_callers(items):
             pairs[-1] = (pairs[-1][0], item)
         pairs.append((item, None))
     return pairs, stop
-
-
-def _relevel(frame):
-    return replace(frame, level=0)
 
 
 def backtrace(initial, **kwargs):

@@ -14,11 +14,11 @@ import lldb
 
 from core import abi as abimod
 from core.adapter import (LoadedModule, ModuleTracker, file_identity, frame_line, frame_rows, frame_values,
-                          info_lines, lookup, lookup_lines, stop_line, values_lines, walk_from, where_text)
+                          info_lines, lookup, lookup_lines, stop_line, values_lines, where_text)
 from core.dump import dump
 from core.elf import ElfImage
 from core.errors import ElfError, SFrameError
-from core.unwind import DEFAULT_DEPTH_LIMIT, Frame
+from core.unwind import DEFAULT_DEPTH_LIMIT, Frame, walk
 
 INVALID = lldb.LLDB_INVALID_ADDRESS
 MASK64 = (1 << 64) - 1
@@ -433,7 +433,7 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
         initial = _frame_state(frame, abi, topmost)
         count = opts.get("count")
         limit = count + 1 if count else DEFAULT_DEPTH_LIMIT
-        items = walk_from(initial, topmost=topmost, abi=abi, read=_reader(process), find=_TRACKER.find,
+        items = walk(initial, topmost=topmost, abi=abi, read=_reader(process), find=_TRACKER.find,
                           limit=limit, fp_fallback=bool(opts.get("fp")), symbol=_symbol_name(target))
         rows, stop = frame_rows(items)
         lines = [self._header(thread, frame, abi)]
