@@ -32,7 +32,6 @@ from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, walk, with_callers
 SIGNAL_TRAMPOLINE = "<signal handler called>"
 
 # Lazy-binding PLT shapes: (size of the header entry PLT0, size of each entry), per e_machine.
-_PLT_SHAPES = {"EM_X86_64": (16, 16), "EM_AARCH64": (32, 16), "EM_S390": (32, 32)}
 
 
 def _signame(num):
@@ -43,15 +42,14 @@ def _signame(num):
 
 
 class _Symbols:
-    """Extra symbol sources for one mapped file: its separate debug file and its PLT entries."""
+    """An extra symbol source for one mapped file: its separate debug file (by build ID)."""
 
     def __init__(self, path, sysroot):
         self.debug = None
-        self.plt = None            # (address, entry size, header size, [names])
         try:
             self._load(path, sysroot)
         except Exception:          # symbols are a nicety: never let a strange file stop a backtrace
-            self.debug, self.plt = None, None
+            self.debug = None
 
     def _load(self, path, sysroot):
         from elftools.elf.elffile import ELFFile
@@ -72,25 +70,6 @@ class _Symbols:
                         except ElfError:
                             self.debug = None
                         break
-            shape = _PLT_SHAPES.get(elf["e_machine"])
-            plt = elf.get_section_by_name(".plt")
-            rela = elf.get_section_by_name(".rela.plt")
-            if shape and plt is not None and rela is not None and rela["sh_link"]:
-                symtab = elf.get_section(rela["sh_link"])
-                names = [symtab.get_symbol(r["r_info_sym"]).name for r in rela.iter_relocations()]
-                head, size = shape
-                if plt["sh_size"] == head + size * len(names):
-                    self.plt = (plt["sh_addr"], size, head, names)
-
-    def plt_name(self, addr):
-        """('name@plt', offset) for a link-time address inside a PLT entry, or None."""
-        if self.plt is None:
-            return None
-        start, size, head, names = self.plt
-        k, off = divmod(addr - start - head, size)
-        if addr < start + head or k >= len(names) or not names[k]:
-            return None
-        return names[k] + "@plt", off
 
 
 class Row(NamedTuple):
@@ -126,7 +105,10 @@ class CoreSession:
         if mod is None or mod.image is None:
             return None
         extra = self._symbols_of(mod)
-        s = extra.plt_name(pc - mod.bias)
+        try:
+            s = mod.image.plt_name(pc, mod.bias)
+        except ElfError:
+            s = None
         if s is None and extra.debug is not None:
             s = extra.debug.symbolize(pc, mod.bias)
         if s is None:

@@ -112,11 +112,25 @@ class ElfImage:
         if self._symbols is None:
             with open(self.path, "rb") as fh:
                 try:
-                    self._symbols = self._read_symbols(ELFFile(fh))
+                    elf = ELFFile(fh)
+                    self._symbols = self._read_symbols(elf)
+                    self._plt_entries = _plt_entries(elf)
                 except (_PyElfError, ValueError, KeyError, IndexError, OSError) as exc:
                     raise ElfError("%s: cannot read symbols: %s" % (self.path, exc)) from None
             self._starts = [s[0] for s in self._symbols]
         return self._symbols
+
+    def plt_name(self, addr, bias=0):
+        """('name@plt', offset) for a load address inside a PLT entry, or None."""
+        self._symtab()
+        if self._plt_entries is None:
+            return None
+        start, size, head, names = self._plt_entries
+        a = addr - bias
+        k, off = divmod(a - start - head, size)
+        if a < start + head or k >= len(names) or not names[k]:
+            return None
+        return names[k] + "@plt", off
 
     def require_sframe(self):
         if self.sframe is None:
@@ -125,8 +139,11 @@ class ElfImage:
 
     def symbolize(self, addr, bias=0):
         """(name, offset) of the function containing addr (a load address), or None."""
+        plt = self.plt_name(addr, bias)
+        if plt is not None:
+            return plt
         a = addr - bias
-        for start, size, name in self._plts:      # PLT stubs have no symbols of their own
+        for start, size, name in self._plts:      # the PLT header and unnamed stubs: the section
             if start <= a < start + size:
                 return name, a - start
         syms = self._symtab()
@@ -153,6 +170,25 @@ class ElfImage:
                     fh.seek(off + vaddr - start)
                     return fh.read(size)
         return None
+
+
+# (header size, entry size) of the .plt of the ABIs whose .rela.plt names one entry each, in order.
+_PLT_SHAPES = {"EM_X86_64": (16, 16), "EM_AARCH64": (32, 16), "EM_S390": (32, 32)}
+
+
+def _plt_entries(elf):
+    """(.plt address, entry size, header size, [names]) when .rela.plt maps onto .plt entries."""
+    shape = _PLT_SHAPES.get(elf["e_machine"])
+    plt = elf.get_section_by_name(".plt")
+    rela = elf.get_section_by_name(".rela.plt")
+    if not shape or plt is None or rela is None or not rela["sh_link"] or rela["sh_type"] == "SHT_NOBITS":
+        return None
+    symtab = elf.get_section(rela["sh_link"])
+    names = [symtab.get_symbol(r["r_info_sym"]).name for r in rela.iter_relocations()]
+    head, size = shape
+    if plt["sh_size"] != head + size * len(names):
+        return None
+    return plt["sh_addr"], size, head, names
 
 
 def parse_address(text, image=None):
