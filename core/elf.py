@@ -87,6 +87,9 @@ class ElfImage:
         self.sframe = found
         self._plts = [(sec["sh_addr"], sec["sh_size"], sec.name) for sec in elf.iter_sections()
                       if sec.name.startswith(".plt") and sec["sh_addr"]]
+        self._section_addrs = {}
+        for sec in elf.iter_sections():
+            self._section_addrs.setdefault(sec.name, sec["sh_addr"])
         self._symbols = None     # read on first use: large symbol tables cost seconds
 
     @staticmethod
@@ -161,6 +164,40 @@ class ElfImage:
             if n == name:
                 return start
         return None
+
+    def section_address(self, name):
+        """sh_addr of the first section called `name`, or None."""
+        return self._section_addrs.get(name)
+
+    def cfi_sections(self, bias=0, names=None):
+        """The file's DWARF CFI as core.cfi sections (`.eh_frame` with its `.eh_frame_hdr`, and
+        `.debug_frame`; or those of them in `names`), placed with load bias `bias` (an int, or for
+        `.debug_frame` alone a callable giving it); none for relocatable objects, whose addresses
+        are not final.  Read from the file now (ElfImage keeps no file open)."""
+        from .cfi import DEBUG_FRAME, EH_FRAME, EH_FRAME_HDR, CfiSection
+        if self.e_type == "ET_REL":
+            return []
+        names = names or (EH_FRAME, DEBUG_FRAME)
+
+        def load(elf, _fh):
+            found = {}
+            for sec in elf.iter_sections():
+                if sec.name in (EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME) and sec["sh_type"] != "SHT_NOBITS" \
+                        and sec.name not in found:
+                    found[sec.name] = (sec.data(), sec["sh_addr"])
+            return found
+        found = load_elf(self.path, load, "CFI sections")
+        size = 8 if self.elfclass == 64 else 4
+        out = []
+        if EH_FRAME in found and EH_FRAME in names:
+            data, addr = found[EH_FRAME]
+            hdr = found.get(EH_FRAME_HDR)
+            out.append(CfiSection(EH_FRAME, data, addr + bias, bias=bias, big_endian=self.big_endian,
+                                  addr_size=size, hdr=hdr and hdr[0], hdr_address=hdr[1] + bias if hdr else 0))
+        if DEBUG_FRAME in found and DEBUG_FRAME in names:
+            out.append(CfiSection(DEBUG_FRAME, found[DEBUG_FRAME][0], 0, bias=bias, big_endian=self.big_endian,
+                                  addr_size=size))
+        return out
 
     def file_bytes(self, vaddr, size):
         """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments, or None."""

@@ -16,3 +16,14 @@ class ElfError(Exception):
 
 class NoSFrameError(ElfError):
     """An ELF file without an SFrame section."""
+
+
+class CfiError(ValueError):
+    """A malformed DWARF CFI section (.eh_frame, .eh_frame_hdr, .debug_frame): names it, the byte
+    offset within it and the rule broken."""
+
+    def __init__(self, section, offset, rule):
+        self.section = section
+        self.offset = offset
+        self.rule = rule
+        super().__init__("malformed %s section at byte offset %#x: %s" % (section, offset, rule))

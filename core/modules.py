@@ -10,6 +10,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from .errors import ElfError, NoSFrameError, SFrameError
+from .cfi import CfiIndex
 from .index import SFrameIndex
 
 
@@ -26,6 +27,8 @@ class Module:
     loader: object = None       # optional: () -> (section bytes, load address, section name)
     section_name: str = None    # where the SFrame data came from, once loaded
     section_addr: int = None    # its load address
+    cfi_loader: object = None   # optional: () -> [core.cfi.CfiSection] of the file, as loaded
+    cfi: CfiIndex = None        # which addresses DWARF CFI covers, built on first use
 
     @property
     def load_bias(self):
@@ -42,16 +45,17 @@ class ModuleSet:
         self._los = []
         self.log = log or (lambda msg: None)
 
-    def add(self, key, path, bias=None, loader=None, **extra):
+    def add(self, key, path, bias=None, loader=None, cfi_loader=None, **extra):
         """Record a loaded file; its index is built on first use.  Re-adding a key replaces it.
 
         By default the SFrame section is read from the file at `path` and placed at its link-time
         address plus `bias`.  A debugger that already knows where the section is loaded can pass
         `loader` instead (bytes and load address from the debugger's own view of memory: no file
-        is parsed); if the loader raises, the file is used.
+        is parsed); if the loader raises, the file is used.  Likewise `cfi_loader` for the file's
+        DWARF CFI (see cfi_find).
         """
         self.remove(key)
-        m = Module(key, path, bias, extra=extra, loader=loader)
+        m = Module(key, path, bias, extra=extra, loader=loader, cfi_loader=cfi_loader)
         self._modules[key] = m
         self._pending.append(m)
         return m
@@ -126,6 +130,24 @@ class ModuleSet:
             if i >= 0 and self._ranges[i][1] <= lo:
                 break
         return None
+
+    def cfi_find(self, module, pc):
+        """The DWARF CFI range (core.cfi.CfiRange) of `module` covering pc, or None.  The coverage
+        index is built on first use, from the adapter's cfi_loader or else from the file; a file
+        or section that cannot be read counts as no CFI (and is logged)."""
+        if module.cfi is None:
+            module.cfi = CfiIndex(lambda: self._cfi_sections(module), self.log)
+        return module.cfi.find(pc)
+
+    def _cfi_sections(self, m):
+        try:
+            if m.cfi_loader is not None:
+                return m.cfi_loader()
+            from .elf import ElfImage
+            return (m.image or ElfImage(m.path)).cfi_sections(m.load_bias)
+        except Exception as exc:       # a missing file, or adapter code: report, never propagate
+            self.log("%s: cannot read its DWARF CFI: %s" % (m.path, exc))
+            return []
 
     def by_path(self, path):
         self._load_pending()

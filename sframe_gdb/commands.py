@@ -6,6 +6,7 @@ import re
 import gdb
 
 from . import arch as archmod
+from . import dwarf
 from .unwinder import LazyRegs
 
 MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -85,6 +86,23 @@ def objfile_name_at(addr):
     return None
 
 
+def _is_callers_pc(addr):
+    """Is addr the PC of the selected frame, and that frame a caller (GDB looks its unwind data up
+    at PC - 1, inside the call)?"""
+    if not _has_registers():
+        return False
+    try:
+        frame = gdb.selected_frame()
+        if (int(frame.pc()) & MASK64) != addr or frame.level() == 0:
+            return False
+        newer = frame.newer()
+        while newer is not None and newer.type() == gdb.INLINE_FRAME:
+            newer = newer.newer()
+        return newer is not None and newer.type() == gdb.NORMAL_FRAME
+    except gdb.error:
+        return False
+
+
 def frame_arch(frame):
     return archmod.lookup(frame.architecture().name())
 
@@ -119,27 +137,97 @@ def frame_values(plugin, frame, ms, match):
 
 # -- settings ---------------------------------------------------------------------------------------
 
-class SFrameParameter(gdb.Parameter):
-    """Unwind frames with SFrame (.sframe sections).
+class SetSFrame(gdb.Command):
+    """Set whether GDB unwinds frames with SFrame.
 
-With this on, the SFrame unwinder runs before GDB's DWARF unwinders for every frame whose PC
-lies in an objfile with an .sframe section; other frames are left to GDB's own unwinders.
-Changing it makes GDB unwind the current stack again."""
+Usage: set sframe on|off|auto|always
+       set sframe mode auto|always|off
 
-    set_doc = "Set whether GDB unwinds frames with SFrame."
-    show_doc = "Show whether GDB unwinds frames with SFrame."
+With SFrame on, the SFrame unwinder runs before GDB's DWARF unwinders for frames whose PC lies in
+an objfile with an .sframe section; other frames are left to GDB's own unwinders.  `on` goes back
+to the mode in force before `off` (auto at first); `auto` and `always` set the mode (see
+`help set sframe mode`).  Changing it makes GDB unwind the current stack again."""
 
     def __init__(self, plugin):
-        super().__init__("sframe", gdb.COMMAND_STACK, gdb.PARAM_BOOLEAN)
+        super().__init__("set sframe", gdb.COMMAND_STACK, gdb.COMPLETE_NONE, True)
         self.plugin = plugin
-        self.value = plugin.enabled
+
+    def invoke(self, arg, from_tty):
+        from core.policy import Mode
+        word = arg.strip().lower()
+        if word in ("on", "1", "yes", "enable"):
+            self.plugin.set_enabled(True)
+        elif word in ("off", "0", "no", "disable"):
+            self.plugin.set_enabled(False)
+        elif word in ("auto", "always"):
+            self.plugin.set_mode(Mode(word))
+        else:
+            raise gdb.GdbError('"set sframe" needs on, off, auto or always (or "set sframe mode MODE"), not %r'
+                               % arg.strip() if word else '"set sframe" needs on, off, auto or always.')
+        _sync_mode_parameter(self.plugin)
+
+
+class ShowSFrame(gdb.Command):
+    """Show whether GDB unwinds frames with SFrame, and in which mode.
+
+Usage: show sframe
+       show sframe mode"""
+
+    def __init__(self, plugin):
+        super().__init__("show sframe", gdb.COMMAND_STACK, gdb.COMPLETE_NONE, True)
+        self.plugin = plugin
+
+    def invoke(self, arg, from_tty):
+        if arg.strip():
+            raise gdb.GdbError('Undefined show sframe command: "%s".  Try "help show sframe".' % arg.strip())
+        gdb.write("SFrame unwinding is %s.\n" % ("on" if self.plugin.enabled else "off"))
+        gdb.write(_mode_text(self.plugin.mode) + "\n")
+
+
+_MODE_TEXT = {
+    "auto": "frames whose PC has DWARF CFI are left to GDB's DWARF unwinder while it is enabled",
+    "always": "SFrame first wherever it covers the PC, DWARF CFI or not",
+    "off": "GDB's own unwinders only",
+}
+
+
+def _mode_text(mode):
+    return 'SFrame unwinder mode is "%s": %s.' % (mode.value, _MODE_TEXT[mode.value])
+
+
+class SFrameModeParameter(gdb.Parameter):
+    """Which frames the SFrame unwinder takes.
+
+auto (the default): only frames GDB's own DWARF unwinder cannot take: their PC has no DWARF CFI
+  (.eh_frame, .debug_frame), or GDB's DWARF unwinders are disabled (maint set dwarf unwinders off,
+  maint frame-unwinder disable -name dwarf2).  Loading the plugin changes nothing where DWARF CFI
+  is present: SFrame describes only CFA, return address and frame pointer, DWARF every register.
+always: every frame whose PC SFrame covers, before GDB's DWARF unwinder (to test SFrame itself).
+off: none (the same as "set sframe off")."""
+
+    set_doc = "Set which frames the SFrame unwinder takes."
+    show_doc = "Show which frames the SFrame unwinder takes."
+
+    def __init__(self, plugin):
+        from core.policy import Mode
+        super().__init__("sframe mode", gdb.COMMAND_STACK, gdb.PARAM_ENUM, Mode.names())
+        self.plugin = plugin
+        self.value = plugin.mode.value
 
     def get_set_string(self):
-        self.plugin.set_enabled(self.value)
+        from core.policy import Mode
+        self.plugin.set_mode(Mode(self.value))
         return ""
 
     def get_show_string(self, svalue):
-        return "SFrame unwinding is %s." % svalue
+        from core.policy import Mode
+        return _mode_text(Mode(svalue))
+
+
+def _sync_mode_parameter(plugin):
+    for obj in _REGISTERED:
+        if isinstance(obj, SFrameModeParameter):
+            obj.value = plugin.mode.value
 
 
 class DebugSFrameParameter(gdb.Parameter):
@@ -238,8 +326,27 @@ selected frame of a running program, also the values the rules give there."""
         if match is None:
             raise gdb.GdbError("No SFrame information covers %#x: no FDE of %s's .sframe contains it."
                                % (addr, module.path))
-        lines = adapter.lookup_lines(addr, module, match, symbol_at(match.fde.start), self._values(addr, ms, found))
+        lines = adapter.lookup_lines(addr, module, match, symbol_at(match.fde.start),
+                                     self._unwinder_lines(addr, ms, module) + self._values(addr, ms, found))
         gdb.write("\n".join(lines) + "\n")
+
+    def _unwinder_lines(self, addr, ms, module):
+        """What DWARF CFI GDB has at ADDR, and which unwinder takes a frame there in the current mode."""
+        from core.policy import Mode, choose
+        at, note = addr, ""
+        if _is_callers_pc(addr):
+            at, note = addr - 1, " (at %#x - 1: a caller's frame is looked up at its return address - 1)" % addr
+        cfi = ms.cfi_find(module, at)
+        mode = self.plugin.mode
+        choice = choose(mode, dwarf.enabled(), lambda: cfi)
+        if choice.sframe:
+            who = "SFrame"
+        elif mode is Mode.OFF:
+            who = "GDB's own unwinders"
+        else:
+            who = "GDB's DWARF unwinder"
+        return ["DWARF CFI: %s%s" % (cfi if cfi is not None else "none covers %#x" % at, note),
+                "Unwinder: %s (%s)" % (who, choice.reason)]
 
     def _values(self, addr, ms, found):
         from core import adapter
@@ -269,33 +376,6 @@ Also: info sframe [ADDR], set/show sframe, set/show debug sframe."""
 
     def invoke(self, arg, from_tty):
         gdb.execute("help sframe", from_tty)
-
-
-def dwarf_unwinders():
-    """True/False: are GDB's DWARF unwinders on; None if GDB does not say."""
-    try:
-        text = gdb.execute("maint show dwarf unwinders", to_string=True)
-        return " on" in text
-    except gdb.error:
-        pass
-    try:
-        text = gdb.execute("maint info frame-unwinders", to_string=True)
-    except gdb.error:
-        return None
-    for line in text.splitlines():
-        cols = line.split()
-        if cols and cols[0] == "dwarf2" and cols[1].endswith("_FRAME"):
-            return cols[-1] == "Y"
-    return None
-
-
-def set_dwarf_unwinders(on):
-    try:
-        gdb.execute("maint set dwarf unwinders %s" % ("on" if on else "off"), to_string=True)
-        return
-    except gdb.error:
-        pass
-    gdb.execute("maint frame-unwinder %s -name dwarf2" % ("enable" if on else "disable"), to_string=True)
 
 
 _FRAME_AT_RE = re.compile(r"frame at (0x[0-9a-fA-F]+)")
@@ -418,23 +498,24 @@ stop (default 256).  Prints each disagreement and a summary line:
 
     def _check(self, stop, max_frames):
         from core import verify as verifymod
+        from core.policy import Mode
         plugin = self.plugin
-        was_on = plugin.enabled
-        dwarf = dwarf_unwinders()
+        was = plugin.mode
+        on = dwarf.enabled()
         try:
-            plugin.set_enabled(True)
+            plugin.set_mode(Mode.ALWAYS, remember=False)     # SFrame wherever it covers the PC
             self._pc0 = int(gdb.newest_frame().pc()) & MASK64
             ours = self._walk(max_frames, True)
-            plugin.set_enabled(False)
-            if dwarf is False:
-                set_dwarf_unwinders(True)
+            plugin.set_mode(Mode.OFF, remember=False)
+            if on is False:
+                dwarf.set_enabled(True)
             from .plugin import flush_frames
             flush_frames()
             ref = self._walk(max_frames, False)
         finally:
-            if dwarf is False:
-                set_dwarf_unwinders(False)
-            plugin.set_enabled(was_on)
+            if on is False:
+                dwarf.set_enabled(False)
+            plugin.set_mode(was, remember=False)
         return verifymod.compare(ours, ref, stop)
 
 
@@ -443,7 +524,9 @@ def register(plugin):
     if _REGISTERED:
         return
     _REGISTERED.extend([
-        SFrameParameter(plugin),
+        SetSFrame(plugin),
+        ShowSFrame(plugin),
+        SFrameModeParameter(plugin),
         DebugSFrameParameter(plugin),
         InfoSFrame(plugin),
         SFramePrefix(),

@@ -2,9 +2,11 @@
 
 GDB tells us about objfiles through events; this module keeps the list (cheaply: no file is read
 then) and builds the core ModuleSet from it on first use.  GDB has no Python API for an objfile's
-load bias, so the bias comes from `maint info sections -all-objects .sframe` (the runtime address
-of each objfile's .sframe), and the section's bytes are read through GDB's memory view (GDB has
-parsed the ELF file already; the file is read only if that fails).  That text is read at most once per change:
+load bias, so the bias comes from `maint info sections -all-objects` (the runtime address of each
+objfile's .sframe), and the section's bytes are read through GDB's memory view (GDB has parsed the
+ELF file already; the file is read only if that fails).  The same text says where each objfile's
+DWARF CFI is (.eh_frame_hdr and .eh_frame, read through memory too; .debug_frame, which is not
+loaded, from the file or its separate debug file), for mode auto.  That text is read at most once per change:
 objfile events, a new run, attach or core file mark everything stale, and the next lookup re-reads
 it and rebuilds only the indexes whose bias moved.
 """
@@ -15,21 +17,26 @@ import re
 import gdb
 
 _HEADER_RE = re.compile(r"^(?:Exec file|Object file|Core file): `(.*)', file type")
-_SECTION_RE = re.compile(r"^\s*\[\s*\d+\]\s+(0x[0-9a-fA-F]+)->(0x[0-9a-fA-F]+) at 0x[0-9a-fA-F]+: (\S+)")
+_SECTION_RE = re.compile(r"^\s*\[\s*\d+\]\s+(0x[0-9a-fA-F]+)->(0x[0-9a-fA-F]+) at 0x[0-9a-fA-F]+: (\S+)(.*)$")
+SFRAME, EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME = ".sframe", ".eh_frame", ".eh_frame_hdr", ".debug_frame"
+_WANTED = (SFRAME, EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME)
 
 
-def parse_sections(text, name=".sframe"):
-    """{objfile name: (runtime start, end) of section `name`} from `maint info sections` text."""
+def parse_sections(text, names=_WANTED):
+    """{objfile name: {section name: (runtime start, end)}} from `maint info sections` text, for
+    the sections in `names` that have contents in the file (not a separate debug file's NOBITS
+    copies)."""
     out = {}
     current = None
     for line in text.splitlines():
         m = _HEADER_RE.match(line)
         if m:
-            current = m.group(1)
+            current = out.setdefault(m.group(1), {})
             continue
         m = _SECTION_RE.match(line)
-        if m and current is not None and m.group(3) == name and current not in out:
-            out[current] = (int(m.group(1), 16), int(m.group(2), 16))
+        if m and current is not None and m.group(3) in names and m.group(3) not in current \
+                and "HAS_CONTENTS" in m.group(4).split():
+            current[m.group(3)] = (int(m.group(1), 16), int(m.group(2), 16))
     return out
 
 
@@ -53,6 +60,7 @@ class Tracker:
         self.log = log
         self.on_change = on_change or (lambda maybe: None)
         self._files = {}           # gdb.Progspace -> {gdb.Objfile: (path, GDB's name for it)}
+        self._debug_files = {}     # GDB's name of an objfile -> {its separate debug files' GDB names: path}
         self._sets = {}            # gdb.Progspace -> ModuleSet
         self._added = {}           # gdb.Progspace -> set of objfiles added to its ModuleSet
         self._stale = True         # objfiles or load biases may have changed
@@ -66,7 +74,12 @@ class Tracker:
     def add(self, objfile):
         """Track an objfile (separate debug files stand for their owner, which is tracked)."""
         try:
-            if not objfile.is_valid() or objfile.owner is not None:
+            if not objfile.is_valid():
+                return
+            if objfile.owner is not None:      # its .debug_frame is CFI GDB uses for the owner's code
+                path = local_path(objfile)
+                if path is not None:
+                    self._debug_files.setdefault(objfile.owner.filename, {})[objfile.filename] = path
                 return
             path = local_path(objfile)
             if path is None:
@@ -126,7 +139,7 @@ class Tracker:
     def _add_module(self, ms, key, path, name):
         holder = []
         m = ms.add(key, path, bias=lambda: self._bias(holder[0]), loader=lambda: self._read_section(holder[0]),
-                   gdb_name=name)
+                   cfi_loader=lambda: self._read_cfi(holder[0]), gdb_name=name)
         holder.append(m)
         return m
 
@@ -135,24 +148,69 @@ class Tracker:
         ELF file already and knows where the section is loaded): no ELF parsing here.  The
         ModuleSet falls back to the file if this raises."""
         from core.errors import NoSFrameError
-        where = self._sframe_sections().get(module.extra.get("gdb_name"))
+        where = self._where(module, SFRAME)
         if where is None:
             raise NoSFrameError("%s: no .sframe section" % module.path)
         lo, hi = where
         module.extra["runtime"] = lo
         return bytes(gdb.selected_inferior().read_memory(lo, hi - lo)), lo, ".sframe"
 
+    def _read_cfi(self, module):
+        """The objfile's DWARF CFI as core.cfi sections: .eh_frame (with .eh_frame_hdr's search
+        table) through GDB's memory view, as GDB has it; .debug_frame, not loaded, from the file
+        and from its separate debug files."""
+        from core.cfi import CfiSection
+        big = module.index.header.big_endian if module.index is not None else False
+        out = []
+        eh = self._where(module, EH_FRAME)
+        if eh is not None:
+            inferior = gdb.selected_inferior()
+            hdr = self._where(module, EH_FRAME_HDR)
+            try:
+                out.append(CfiSection(EH_FRAME, bytes(inferior.read_memory(eh[0], eh[1] - eh[0])), eh[0],
+                                      bias=lambda: self._file_bias(module, EH_FRAME), big_endian=big,
+                                      hdr=hdr and bytes(inferior.read_memory(hdr[0], hdr[1] - hdr[0])),
+                                      hdr_address=hdr[0] if hdr else 0))
+            except gdb.error as exc:
+                from core.elf import ElfImage
+                self.log("%s: cannot read .eh_frame through GDB (%s); reading the file" % (module.path, exc))
+                out.extend(ElfImage(module.path).cfi_sections(self._file_bias(module, EH_FRAME), (EH_FRAME,)))
+        name = module.extra.get("gdb_name")
+        paths = ([module.path] if self._where(module, DEBUG_FRAME) else []) + [
+            path for gdb_name, path in self._debug_files.get(name, {}).items()
+            if DEBUG_FRAME in self._all_sections().get(gdb_name, {})]
+        if paths:
+            from core.elf import ElfImage
+            for path in paths:
+                out.extend(ElfImage(path).cfi_sections(lambda: self._file_bias(module, SFRAME), (DEBUG_FRAME,)))
+        return out
+
     # -- load biases ------------------------------------------------------------------------
 
-    def _sframe_sections(self):
+    def _all_sections(self):
         if self._sections is None:
-            text = gdb.execute("maint info sections -all-objects .sframe", to_string=True)
+            text = gdb.execute("maint info sections -all-objects %s" % " ".join(_WANTED), to_string=True)
             self._sections = parse_sections(text)
         return self._sections
 
+    def _where(self, module, section):
+        """(runtime start, end) of one of a module's sections, or None."""
+        return self._all_sections().get(module.extra.get("gdb_name"), {}).get(section)
+
+    def _file_bias(self, module, section):
+        """Load bias from the file: a loaded section's runtime address minus its sh_addr.  Only
+        CFI with absolute addresses needs it."""
+        from core.elf import ElfImage
+        where = self._where(module, section)
+        if where is None:
+            return 0
+        image = module.image or ElfImage(module.path)
+        addr = image.section_address(section)
+        return 0 if addr is None else where[0] - addr
+
     def _bias(self, module):
         """Load bias, when the section had to be read from the file: runtime .sframe - sh_addr."""
-        where = self._sframe_sections().get(module.extra.get("gdb_name"))
+        where = self._where(module, SFRAME)
         module.extra["runtime"] = where and where[0]
         if where is None:
             self.log("%s: GDB lists no .sframe section for it; assuming load bias 0" % module.path)
@@ -178,9 +236,8 @@ class Tracker:
         loaded = ms.with_sframe()             # loads what is pending, with fresh biases
         if not loaded:
             return
-        secs = self._sframe_sections()
         for m in loaded:
-            new = secs.get(m.extra.get("gdb_name"), (None,))[0]
+            new = (self._where(m, SFRAME) or (None,))[0]
             if new is not None and new != m.extra.get("runtime"):
                 self.log("%s: .sframe moved from %s to %#x; rebuilding its index"
                          % (m.path, "?" if m.extra.get("runtime") is None else "%#x" % m.extra["runtime"], new))

@@ -3,26 +3,40 @@
 import gdb
 import gdb.unwinder
 
+from core.policy import Mode
+
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder
 
 
 class Plugin:
     def __init__(self):
-        self.enabled = True
+        self.mode = Mode.AUTO         # set sframe mode: auto (the default), always, off
+        self.last_on_mode = Mode.AUTO   # what `set sframe on` goes back to
         self.debug = False
         self.tracker = Tracker(self.log, self._may_have_sframe)
         self.unwinder = SFrameUnwinder(self)
-        self._events = []
 
     def log(self, msg):
         if self.debug:
             gdb.write("[sframe] %s\n" % msg, gdb.STDERR if hasattr(gdb, "STDERR") else gdb.STDOUT)
 
-    def set_enabled(self, on):
-        self.enabled = bool(on)
+    @property
+    def enabled(self):
+        return self.mode is not Mode.OFF
+
+    def set_mode(self, mode, remember=True):
+        """Switch mode (a core.policy.Mode) and make GDB unwind the current stack again.
+        `remember`: a mode other than off becomes the one `set sframe on` goes back to."""
+        self.mode = mode
+        if mode is not Mode.OFF and remember:
+            self.last_on_mode = mode
         self.unwinder.enabled = self.enabled
         flush_frames()
+
+    def set_enabled(self, on):
+        """`set sframe on|off`: on goes back to the mode in force before it was turned off."""
+        self.set_mode(self.last_on_mode if on else Mode.OFF)
 
     def _may_have_sframe(self, maybe):
         """While nothing loaded has SFrame, GDB need not call the unwinder at all."""
@@ -36,7 +50,9 @@ class Plugin:
             registry = getattr(gdb.events, name, None)
             if registry is not None:
                 registry.connect(self.unwinder.reset)
-                self._events.append((registry, self.unwinder.reset))
+        # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: look again at each prompt.
+        if hasattr(gdb.events, "before_prompt"):
+            gdb.events.before_prompt.connect(self.unwinder.forget_dwarf_state)
         from . import commands
         commands.register(self)
         flush_frames()

@@ -6,13 +6,18 @@ caller's PC, SP, FP and, on AArch64 and s390x, the return-address register).
 
 GDB tries Python unwinders first for every frame.  A PC outside every SFrame range is declined at
 once (one bisect), and so is every failure: GDB's other unwinders then get their turn, and the
-reason is logged under `set debug sframe on`.  Nothing raises into GDB.
+reason is logged under `set debug sframe on`.  Nothing raises into GDB.  In mode `auto` (the
+default) a frame whose PC GDB's DWARF unwinder can handle is declined too (core.policy.choose), so
+loading the plugin changes nothing where DWARF CFI exists.
 """
 
 import gdb
 import gdb.unwinder
 
+from core.policy import Mode, choose
+
 from . import arch as archmod
+from . import dwarf
 
 # The core is imported on first use, so that sourcing the plugin stays cheap.
 Frame = Method = Stop = StopReason = step = sigframe = None
@@ -76,6 +81,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
         self.last = {}            # level -> (pc, cfa, Frame) of frames unwound by SFrame, for commands
         self._inferior = None
+        self._dwarf = None        # are GDB's DWARF unwinders on (None: not asked since the last prompt or unwind)
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -88,6 +94,18 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._levels = {}
         self._produced = {}
         self.last = {}
+        self._dwarf = None
+
+    def forget_dwarf_state(self, *_):
+        """Ask GDB again whether its DWARF unwinders are on (it announces no change of them)."""
+        self._dwarf = None
+
+    def dwarf_enabled(self):
+        if self._dwarf is None:
+            self._dwarf = dwarf.enabled()
+            if self._dwarf is None:
+                self._dwarf = True        # GDB does not say: assume they run (do no harm)
+        return self._dwarf
 
     def _note(self, level, kind, pc):
         self._levels[level] = (kind, pc)
@@ -181,10 +199,20 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                        % (level, pc, module.path))
             return None
         self._inferior = gdb.selected_inferior()
+        full = known is None and self._full(level, arch, abi)
+        if plugin.mode is not Mode.ALWAYS:
+            # GDB looks a frame's CFI up at its address in the block: PC - 1 for a caller.
+            addr = pc if level == 0 or full else pc - 1
+            choice = choose(plugin.mode, self.dwarf_enabled(), lambda: ms.cfi_find(module, addr))
+            if not choice.sframe:
+                self._note(level, DECLINED, pc)
+                if plugin.debug:
+                    plugin.log("frame #%d: pc %#x: left to GDB's unwinders: %s%s" % (
+                        level, pc, choice.reason, " (%s)" % choice.cfi if choice.cfi else ""))
+                return None
         if known is not None:
-            full, ra = False, None
+            ra = None
         else:
-            full = self._full(level, arch, abi)
             sp = int(pf.read_register(arch.sp)) & MASK64
             fp = _reg_or_none(pf, arch.fp)
             ra = _reg_or_none(pf, arch.ra) if (full and arch.ra) else None

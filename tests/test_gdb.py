@@ -174,6 +174,12 @@ def check_same(ref, got, expect, relocated=False):
         assert fn in names, "%s not unwound with SFrame (%s)" % (fn, names)
 
 
+def check_untouched(ref, got):
+    """The backtrace is the reference's, and the SFrame unwinder unwound none of its frames."""
+    check_same(ref, got, ())
+    assert not any(g.sf for g in got), "the SFrame unwinder took frames DWARF CFI covers: %s" % got
+
+
 def check_differs(ref, got, upto, relocated=False):
     """Without the plugin, GDB gets the first `upto` frames wrong (or stops early)."""
     if relocated:
@@ -207,6 +213,9 @@ def session_lines(fixture, orig, noeh, args, remote=None, extra_orig=(), extra_n
         "mark bt-sframe", "bt", "mark bt-end",
         "dwarf-unwinders on",
         "frames-dump both",
+        "set sframe mode always",
+        "frames-dump always",
+        "set sframe mode auto",
         *extra_orig,
         "kill",
         "delete",
@@ -235,8 +244,10 @@ def check_session(out, fixture, version, gdb, heuristics_fail=None, relocated=Fa
     n = check_sframe_frames(ref, got, expect)
     if heuristics_fail:
         check_differs(ref, out.frames("nodwarf"), n + 1)
-    # The plugin with DWARF on (the normal setting) changes nothing.
-    check_same(ref, out.frames("both"), expect)
+    # The plugin with DWARF on (the normal setting, mode auto) takes no frame: DWARF CFI covers them all.
+    check_untouched(ref, out.frames("both"))
+    # Mode always: SFrame first wherever it covers the PC, the same frames.
+    check_same(ref, out.frames("always"), expect)
     # `bt` itself prints the frames the plugin gave.
     bt = out.between("bt-sframe", "bt-end")
     levels = dict((int(lv), int(pc, 16)) for lv, pc in re.findall(r"^#(\d+)\s+(0x[0-9a-f]+) in ", bt, re.M))
@@ -321,11 +332,13 @@ def test_backtrace_native(corpus, tmp_path, gdb, toolchain, fixture):
     extra = []
     if fixture == "threads":
         # The main thread, in libc (pthread_create or pthread_join): DWARF there, SFrame above.
-        extra = ["thread 1", "set sframe off", "frames-dump t1-dwarf", "set sframe on", "frames-dump t1-both"]
+        extra = ["thread 1", "set sframe off", "frames-dump t1-dwarf", "set sframe on", "frames-dump t1-both",
+                 "set sframe mode always", "frames-dump t1-always", "set sframe mode auto"]
     out = run_gdb(gdb, session_lines(fixture, orig, noeh, STOPS[fixture][1], extra_orig=extra), tmp_path)
     check_session(out, fixture, build.version, gdb)
     if fixture == "threads":
-        t1 = out.frames("t1-both")
+        check_untouched(out.frames("t1-dwarf"), out.frames("t1-both"))
+        t1 = out.frames("t1-always")
         check_same(out.frames("t1-dwarf"), t1, ("main",))
         assert t1[0].name != "thread_stop_here" and not t1[0].sf, t1
     if fixture == "dlopen":
@@ -502,7 +515,8 @@ def test_core_files(corpus, tmp_path, gdb, toolchain):
                 lines += ["thread %d" % thread, "set sframe off", "frames-dump %s-off" % tag,
                           "set sframe on", "frames-dump %s-on" % tag]
                 if kind == "orig":
-                    lines += ["dwarf-unwinders off", "frames-dump %s-nodwarf" % tag, "dwarf-unwinders on"]
+                    lines += ["dwarf-unwinders off", "frames-dump %s-nodwarf" % tag, "dwarf-unwinders on",
+                              "set sframe mode always", "frames-dump %s-always" % tag, "set sframe mode auto"]
             lines += ["core-file"]
     out = run_gdb(gdb, lines, tmp_path)
     assert "Traceback" not in out and "Python Exception" not in out, out
@@ -520,8 +534,10 @@ def test_core_files(corpus, tmp_path, gdb, toolchain):
             ref = out.frames("%s-orig-t%d-off" % (fx, t))
             mine = ref[0].name == STOPS[fx][0]
             expect = STOPS[fx][2] if mine else ("main",)
-            # Both unwinders on: unchanged.  DWARF off: SFrame alone up to libc.
-            check_same(ref, out.frames("%s-orig-t%d-on" % (fx, t)), expect)
+            # Both unwinders on: unchanged, DWARF's own (mode auto); SFrame first in mode always.
+            # DWARF off: SFrame alone up to libc.
+            check_untouched(ref, out.frames("%s-orig-t%d-on" % (fx, t)))
+            check_same(ref, out.frames("%s-orig-t%d-always" % (fx, t)), expect)
             if mine:
                 check_sframe_frames(ref, out.frames("%s-orig-t%d-nodwarf" % (fx, t)), expect)
                 # No .eh_frame: SFrame alone, the same frames.
@@ -608,9 +624,14 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
     assert loaded.count("sframe-gdb: SFrame unwinder installed") == 1, loaded
     assert "sframe-gdb: already loaded." in loaded, loaded
 
-    # Before the program runs (no load bias): exactly the command-line tool's text.
+    # Before the program runs (no load bias): exactly the command-line tool's text, then GDB's CFI
+    # and which of GDB's unwinders takes such a frame (mode auto, DWARF CFI present: GDB's own).
     static = out.between("static", "static-end").strip().splitlines()
-    assert static == cli_lookup(exe, "stop_here"), static
+    cli = cli_lookup(exe, "stop_here")
+    assert static[:len(cli)] == cli, static
+    lo_hi = r"0x%x-0x[0-9a-f]+" % int(re.search(r"^Function: stop_here at (0x[0-9a-f]+)", "\n".join(cli), re.M).group(1), 16)
+    assert re.fullmatch(r"DWARF CFI: \.eh_frame FDE at offset 0x[0-9a-f]+ covers " + lo_hi, static[len(cli)]), static
+    assert static[len(cli) + 1:] == ["Unwinder: GDB's DWARF unwinder (mode auto: DWARF CFI covers it)"], static
 
     helptext = out.between("help", "complete")
     assert "Usage: info sframe [ADDR]" in helptext and "Usage: sframe verify [-steps N]" in helptext
@@ -714,7 +735,7 @@ def test_signal_interrupts_sframe_code(roots, tmp_path, gdb, toolchain):
     lines = ["set startup-with-shell off", "handle SIGSEGV nostop noprint pass", "file %s" % orig,
              "break stop_here", "run", "frames-dump dwarf", "source %s" % PLUGIN,
              "dwarf-unwinders off", "frames-dump sframe", "dwarf-unwinders on", "frames-dump both",
-             "sframe verify", "kill", "file %s" % noeh, "run", "frames-dump noeh",
+             "set sframe mode always", "frames-dump always", "set sframe mode auto", "sframe verify", "kill", "file %s" % noeh, "run", "frames-dump noeh",
              "set sframe off", "frames-dump noeh-off", "kill"]
     out = run_gdb(gdb, lines, tmp_path)
     assert "Traceback" not in out and "Python Exception" not in out, out
@@ -728,7 +749,8 @@ def test_signal_interrupts_sframe_code(roots, tmp_path, gdb, toolchain):
     assert [f.sf for f in got] == [True, True, False, True, True, True], got
     assert [f.pc for f in got] == [f.pc for f in ref]
     assert [f.cfa for f in got if f.sf] == [f.cfa for f in ref if f.level != 2], (got, ref)
-    check_same(ref, out.frames("both"), ("faulting", "middle"))
+    check_untouched(ref, out.frames("both"))
+    check_same(ref, out.frames("always"), ("faulting", "middle"))
     assert "sframe verify: 5 frames checked at 1 stops, 0 disagreements" in out
     check_same(ref, out.frames("noeh"), ("faulting", "middle", "main"))
     assert [(f.pc, f.cfa) for f in out.frames("noeh-off")][3:] != [(f.pc, f.cfa) for f in ref][3:]
@@ -796,7 +818,8 @@ def test_rerun_and_attach(corpus, tmp_path, gdb, toolchain):
     lines += ["delete", "file %s" % waiter,
               "python import subprocess, time; _w = subprocess.Popen(['%s']); time.sleep(0.5)" % waiter,
               "python gdb.execute('attach %d' % _w.pid)",
-              "frames-dump attach", "set sframe off", "frames-dump attach-off", "set sframe on",
+              "set sframe mode always", "frames-dump attach", "set sframe mode auto", "frames-dump attach-auto",
+              "set sframe off", "frames-dump attach-off", "set sframe on",
               "detach", "python _w.kill(); _w.wait()"]
     out = run_gdb(gdb, lines, tmp_path)
     assert "Traceback" not in out and "Python Exception" not in out, out
@@ -810,6 +833,7 @@ def test_rerun_and_attach(corpus, tmp_path, gdb, toolchain):
         assert all(lo <= f.pc < hi for f in frames), (row, frames)
     att, ref = out.frames("attach"), out.frames("attach-off")
     check_same(ref, att, ("inner", "middle", "outer", "main"))
+    check_untouched(ref, out.frames("attach-auto"))
 
 
 # -- the outermost frame --------------------------------------------------------------------------------
