@@ -1,6 +1,6 @@
 """Benchmarks of the GDB plugin.  Prints figures and ratios; it passes or fails nothing.
 
-    /usr/bin/python3 bench/bench_gdb.py [--gdb gdb13|gdb18|both] [--depth N] [--quick] [--only deep|many|nosframe]
+    /usr/bin/python3 bench/bench_gdb.py [--gdb gdb13|gdb18|both] [--depth N] [--quick] [--only deep|many|nosframe|cfi]
 
 1. `bt` of a deep recursion (20,000 frames by default), on the same stop of the same run:
    GDB's own DWARF unwinder, then the SFrame unwinder with GDB's DWARF unwinders off.
@@ -11,6 +11,9 @@
    `source sframe_gdb.py`, and `info sframe ADDR` (the first one builds the index; target < 100 ms).
 3. The same recursion built without .sframe: `bt` with the plugin sourced / without it, same
    run (target <= 1.1).
+4. The same recursion with .sframe and its .eh_frame (5,000 frames by default), GDB's DWARF
+   unwinders on: the plugin in mode auto must leave every frame to DWARF; `bt` with the plugin
+   sourced / without it, same run (target <= 1.1).
 
 GDB 13 is the host's (programs built by the host toolchain, SFrame V1), GDB 18 the sid root's
 (programs built there, SFrame V3).
@@ -163,9 +166,11 @@ def bench_many(which, work):
             t["info-running-first"][0] * 1e3, t["info-running-next"][1] * 1e3))
 
 
-def bench_no_sframe(which, work, depth, reps):
-    exe = compile_recurse(which, work / ("recurse-nosframe-%s" % which), sframe=False)
-    small = min(depth, 2000)
+def bench_untouched(which, work, depth, reps, sframe):
+    """bt with the plugin sourced / not sourced, where it must leave every frame to GDB: a
+    program without .sframe, or (sframe=True) one with .sframe and its DWARF CFI (mode auto)."""
+    exe = compile_recurse(which, work / ("recurse-%s-%s" % ("cfi" if sframe else "nosframe", which)), sframe=sframe)
+    small = depth if sframe else min(depth, 2000)      # (the CFI target is on `bt` of the whole stack)
     lines = ["file %s" % exe, "break stop_here", "run %d" % depth,
              "bench-time bt0-without -%d bt -frame-arguments none" % reps,
              "bench-walk walk-without -%d" % reps,
@@ -180,8 +185,9 @@ def bench_no_sframe(which, work, depth, reps):
     t, out = run_gdb(which, lines, work)
     if not all(k in t for k in ("bt0-without", "bt0-with", "bt-without", "bt-with")):
         print(out[-3000:])
-        raise SystemExit("%s: no-SFrame benchmark did not run" % which)
-    print("%s: recursion built without .sframe, plugin sourced / not sourced (target <= 1.1):" % which)
+        raise SystemExit("%s: %s benchmark did not run" % (which, "CFI" if sframe else "no-SFrame"))
+    print("%s: recursion built %s, plugin sourced / not sourced (target <= 1.1):" % (
+        which, "with .sframe and .eh_frame (mode auto leaves it to DWARF)" if sframe else "without .sframe"))
     for key, what, n in (("bt0", "bt -frame-arguments none", t["bt0-with"][2]),
                          ("walk", "frame walk", t["walk-with"][2]),
                          ("bt", "bt (%d frames)" % (small + 3), t["bt-with"][2])):
@@ -195,7 +201,8 @@ def main():
     ap.add_argument("--depth", type=int, default=20000, help="recursion depth (frames) for the bt benchmarks")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of the cheaper timings (best is shown)")
     ap.add_argument("--quick", action="store_true", help="depth 2000, one repetition")
-    ap.add_argument("--only", choices=("deep", "many", "nosframe"), help="run one of the three benchmarks")
+    ap.add_argument("--cfi-depth", type=int, default=5000, help="recursion depth for the CFI benchmark")
+    ap.add_argument("--only", choices=("deep", "many", "nosframe", "cfi"), help="run one of the four benchmarks")
     args = ap.parse_args()
     if args.quick:
         args.depth, args.reps = 2000, 1
@@ -208,7 +215,9 @@ def main():
         if args.only in (None, "many"):
             bench_many(which, work)
         if args.only in (None, "nosframe"):
-            bench_no_sframe(which, work, args.depth, args.reps)
+            bench_untouched(which, work, args.depth, args.reps, sframe=False)
+        if args.only in (None, "cfi"):
+            bench_untouched(which, work, args.cfi_depth, args.reps, sframe=True)
         sys.stdout.flush()
 
 

@@ -327,9 +327,10 @@ def _hdr_table(hr: _Reader, hdr_address: int, addr_size: int):
     # The only table layout a binary search can use in place: 4-byte entries relative to the header.
     if count_enc == PE_OMIT or table_enc != (PE_DATAREL | PE_SDATA4):
         return None
+    at = p
     count, p = hr.pointer(p, count_enc, hdr_address + p, addr_size, "fde_count", datarel_base=hdr_address)
     if p + 8 * count > hr.end:
-        raise hr.fail(p, "search table of %d entries runs past the end of the section" % count)
+        raise hr.fail(at, "search table of %d entries runs past the end of the section" % count)
     return hr, p, count, hdr_address
 
 

@@ -41,6 +41,8 @@ class Plugin:
     def _may_have_sframe(self, maybe):
         """While nothing loaded has SFrame, GDB need not call the unwinder at all."""
         self.unwinder.enabled = self.enabled and maybe
+        if maybe:
+            self.unwinder.forget_modules()
 
     def install(self):
         self.tracker.connect()

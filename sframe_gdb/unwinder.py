@@ -82,6 +82,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self.last = {}            # level -> (pc, cfa, Frame) of frames unwound by SFrame, for commands
         self._inferior = None
         self._dwarf = None        # are GDB's DWARF unwinders on (None: not asked since the last prompt or unwind)
+        self._cfi_both = {}       # pc -> CfiRange: DWARF CFI covers pc and pc - 1 (mode auto declines at once)
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -95,6 +96,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._produced = {}
         self.last = {}
         self._dwarf = None
+
+    def forget_modules(self):
+        """Objfiles changed: what was learnt about their CFI may no longer hold."""
+        self._cfi_both = {}
 
     def forget_dwarf_state(self, *_):
         """Ask GDB again whether its DWARF unwinders are on (it announces no change of them)."""
@@ -183,6 +188,17 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             pc, sp, fp = known
         else:
             pc = int(pf.read_register(arch.pc)) & MASK64
+        auto = plugin.mode is Mode.AUTO
+        if auto:
+            # The common case of mode auto, at the cost of one dict look-up: CFI covers both the
+            # PC and PC - 1, so GDB's DWARF unwinder takes the frame whatever its kind.
+            cfi = self._cfi_both.get(pc)
+            if cfi is not None and self.dwarf_enabled():
+                self._note(level, DECLINED, pc)
+                if plugin.debug:
+                    plugin.log("frame #%d: pc %#x: left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)"
+                               % (level, pc, cfi))
+                return None
         found = ms.find(pc)
         if found is None and level > 0:
             found = ms.find(pc - 1)
@@ -200,10 +216,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             return None
         self._inferior = gdb.selected_inferior()
         full = known is None and self._full(level, arch, abi)
-        if plugin.mode is not Mode.ALWAYS:
+        if auto:
             # GDB looks a frame's CFI up at its address in the block: PC - 1 for a caller.
             addr = pc if level == 0 or full else pc - 1
             choice = choose(plugin.mode, self.dwarf_enabled(), lambda: ms.cfi_find(module, addr))
+            if choice.cfi is not None and ms.cfi_find(module, pc - 1 if addr == pc else pc) is not None:
+                self._cfi_both[pc] = choice.cfi
             if not choice.sframe:
                 self._note(level, DECLINED, pc)
                 if plugin.debug:

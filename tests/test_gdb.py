@@ -297,8 +297,10 @@ class Qemu:
     def __init__(self, toolchain, exe, args=()):
         self.port = free_port()
         # setarch -R: no address randomisation, so two runs of copies at paths of equal length
-        # have the same addresses (qemu-user's guest mappings come from the host's mmap).
-        argv, env = T.wrap_argv(toolchain, ["setarch", "-R"] + T.qemu_argv(toolchain, exe, args, gdb_port=self.port),
+        # have the same addresses (qemu-user's guest mappings come from the host's mmap); -seed:
+        # the same stack and pointer guards.
+        argv, env = T.wrap_argv(toolchain, ["setarch", "-R"] + T.qemu_argv(toolchain, exe, args, gdb_port=self.port,
+                                                                             seed=1),
                                 binds=[Path(exe).parent])
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

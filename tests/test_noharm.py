@@ -6,7 +6,9 @@ Two GDB sessions run the same script on the fixture programs with their CFI inta
 plan, and at every `stepi` of that plan, `bt full`; at the breakpoints also `info frame` in frames
 1 and 2, `up`/`down`, `info registers` in frame 1 and, before moving on, `finish`.  The outputs
 must be the same, line for line (lines naming process ids and ports, which differ between two
-runs, aside).  The session with the plugin also proves that the plugin was there and would have
+runs, aside).  qemu-user places the guest's stack and libraries anew in each run (randomisation
+off or not), so under qemu both outputs come from the same process and GDB: the commands that
+change nothing run at the stop, then the plugin is sourced and they run again.  The session with the plugin also proves that the plugin was there and would have
 taken those frames in mode `always` (the probe lines, outside the compared text).
 """
 
@@ -35,19 +37,13 @@ def stop_plan(fixture):
     return list(plan.items())
 
 
-def session(build, k, stop, steps, with_plugin, remote_port=None, sysroot=None):
+def session(build, k, stop, steps, with_plugin):
     """The script for one stop, in a run of its own; the compared text lies between `mark cmp`
     and `mark end`."""
     fx = build.fixture
-    lines = ["file %s" % build.path]
-    if sysroot:
-        lines += ["set sysroot %s" % sysroot, "set solib-search-path %s" % build.path.parent]
-    lines.append("break %s" % stop)
-    lines += ["target remote :%d" % remote_port, "continue"] if remote_port else \
-        ["run %s" % " ".join(STOPS[fx][1])]
+    lines = ["file %s" % build.path, "break %s" % stop, "run %s" % " ".join(STOPS[fx][1])]
     # Every command goes through try-cmd, as one error would end a batch script.
-    cmds = ["bt full", "frame 1", "info frame", "frame 2", "info frame", "frame 0", "up", "down",
-            "frame 1", "info registers", "frame 0"]
+    cmds = list(READ_ONLY)
     for _ in range(steps):
         cmds += ["stepi", "bt full"]
     lines += ["mark cmp %s %s" % (fx, stop)] + ["try-cmd " + c for c in cmds] + ["mark end"]
@@ -62,52 +58,112 @@ def session(build, k, stop, steps, with_plugin, remote_port=None, sysroot=None):
 
 
 def compared(out):
-    """The text of every `mark cmp` ... `mark end` block, volatile lines left out, and the process
-    and thread ids the programs hold in registers (getpid, raise) written as PID."""
-    ids = set(re.findall(r"(?:process|LWP) (\d+)", out))
-    pid = re.compile(r"\b(?:%s)\b" % "|".join(sorted(ids | {"%#x" % int(i) for i in ids}))) if ids else None
+    """The text of every `mark cmp` ... `mark end` block, volatile lines left out."""
     blocks = re.findall(r"^MARK (cmp .*?)\n(.*?)^MARK end$", out, re.M | re.S)
-    return [(head, [pid.sub("PID", ln) if pid else ln for ln in body.splitlines() if not _VOLATILE.search(ln)])
-            for head, body in blocks]
+    return [(head, [ln for ln in body.splitlines() if not _VOLATILE.search(ln)]) for head, body in blocks]
+
+
+def process_ids(out):
+    """A pattern of the process and thread ids of a session's programs, which they may hold in
+    registers (getpid, raise): in decimal and in hex."""
+    ids = set(re.findall(r"(?:process|LWP) (\d+)", out))
+    ids |= {"%#x" % int(i) for i in ids}
+    return re.compile(r"\b(?:%s)\b" % "|".join(sorted(ids))) if ids else re.compile(r"(?!)")
+
+
+def same_but_ids(x, y, ids_x, ids_y):
+    """Two lines are the same, or differ only where each names its own session's process ids."""
+    return x == y or ids_x.sub("PID", x) == ids_y.sub("PID", y)
 
 
 @pytest.mark.parametrize("gdb,toolchain", CASES, ids=["%s-%s" % c for c in CASES])
 def test_plugin_changes_nothing_where_cfi_exists(corpus, tmp_path, gdb, toolchain):
-    fixtures = sorted(STOPS)
+    builds = [corpus.get(toolchain, fx, "O2-nofp") for fx in sorted(STOPS)]
+    compare_sessions(gdb, toolchain, [(b, stop_plan(b.fixture)) for b in builds], tmp_path)
+
+
+@pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
+def test_debug_frame_counts_as_cfi(roots, tmp_path, gdb, toolchain):
+    """-fno-asynchronous-unwind-tables: the program's CFI is in .debug_frame only (GDB's DWARF
+    unwinder reads it from the file): the plugin leaves those frames to GDB too."""
+    exe = T.build(toolchain, "frames", tmp_path / "build", ("-O2", "-fomit-frame-pointer",
+                                                            "-fno-asynchronous-unwind-tables"))
+    from core.elf import ElfImage
+    assert ElfImage(exe).section_address(".debug_frame") is not None
+    from core.modules import ModuleSet
+    ms = ModuleSet()
+    m = ms.add(exe, str(exe))
+    stop = ElfImage(exe).resolve("stop_here")
+    assert ms.find(stop) and ms.cfi_find(m, stop).section == ".debug_frame"
+    build = T.Build(toolchain, "frames", "O2-nofp", exe, 0, "x86_64", ())
+    compare_sessions(gdb, toolchain, [(build, stop_plan("frames"))], tmp_path)
+
+
+READ_ONLY = ["bt full", "frame 1", "info frame", "frame 2", "info frame", "frame 0", "up", "down",
+             "frame 1", "info registers", "frame 0"]
+
+
+def compare_in_one_process(gdb, toolchain, plans, tmp_path):
+    """Under qemu: at each stop, the read-only commands before and after sourcing the plugin,
+    in one GDB session per stop."""
     tc = T.toolchain(toolchain)
+    blocks = 0
+    for build, plan in plans:
+        fx = build.fixture
+        for k, (stop, _) in enumerate(plan):
+            q = Qemu(toolchain, build.path, STOPS[fx][1])
+            try:
+                cmds = ["try-cmd " + c for c in READ_ONLY]
+                lines = ["file %s" % build.path, "set sysroot %s" % tc.sysroot,
+                         "set solib-search-path %s" % build.path.parent, "break %s" % stop,
+                         "target remote :%d" % q.port, "continue",
+                         "mark cmp before"] + cmds + ["mark end", "source %s" % PLUGIN, "mark cmp after"] + cmds + \
+                        ["mark end", "frames-dump auto", "set sframe mode always", "frames-dump always", "try-cmd kill"]
+                out = run_gdb(gdb, lines, tmp_path)
+            finally:
+                q.close()
+            assert "Traceback" not in out and "Python Exception" not in out, out
+            got = compared(out)
+            assert [h for h, _ in got] == ["cmp before", "cmp after"], out[-3000:]
+            (_, x), (_, y) = got
+            assert any(ln.startswith("#0  ") for ln in x), "%s %s: no stack there:\n%s" % (fx, stop, "\n".join(x))
+            assert len(x) > 20 and x == y, "%s %s: GDB prints otherwise with the plugin loaded:\n%s" % (
+                fx, stop, _diff(x, y))
+            auto, always = out.frames("auto"), out.frames("always")
+            assert auto and not any(f.sf for f in auto), auto
+            assert [f.pc for f in always] == [f.pc for f in auto] and any(f.sf for f in always), (auto, always)
+            blocks += 1
+    print("%s %s: %d stops compared in one process each" % (gdb, toolchain, blocks))
+
+
+def compare_sessions(gdb, toolchain, plans, tmp_path):
+    """Run the plans [(build, [(stop, steps)])] in GDB without and with the plugin; compare."""
+    tc = T.toolchain(toolchain)
+    if tc.qemu:
+        return compare_in_one_process(gdb, toolchain, plans, tmp_path)
     outs = {}
     for with_plugin in (False, True):
         # The programs write to /dev/null: their output would share GDB's file, whose offset they see.
         lines = ["set startup-with-shell off", "set print thread-events off", "set inferior-tty /dev/null"]
         if with_plugin:
             lines.append("source %s" % PLUGIN)
-        qemus = []
-        try:
-            for fx in fixtures:
-                build = corpus.get(toolchain, fx, "O2-nofp")
-                for k, (stop, steps) in enumerate(stop_plan(fx)):
-                    if tc.qemu:
-                        q = Qemu(toolchain, build.path, STOPS[fx][1])
-                        qemus.append(q)
-                        lines += session(build, k, stop, steps, with_plugin, remote_port=q.port, sysroot=tc.sysroot)
-                    else:
-                        lines += session(build, k, stop, steps, with_plugin)
-            outs[with_plugin] = run_gdb(gdb, lines, tmp_path)
-        finally:
-            for q in qemus:
-                q.close()
+        for build, plan in plans:
+            for k, (stop, steps) in enumerate(plan):
+                lines += session(build, k, stop, steps, with_plugin)
+        outs[with_plugin] = run_gdb(gdb, lines, tmp_path)
     without, with_ = outs[False], outs[True]
     assert "Traceback" not in with_ and "Python Exception" not in with_, with_
     assert "sframe-gdb: SFrame unwinder installed" in with_
     a, b = compared(without), compared(with_)
-    open("/tmp/noharm-%s-%s.txt" % (gdb, toolchain), "w").write(without + "\n=====WITH=====\n" + with_)
-    wanted = sum(2 * len(stop_plan(fx)) for fx in fixtures)
+    wanted = sum(2 * len(plan) for _, plan in plans)
     assert len(a) == wanted and len(b) == wanted, "%d and %d compared blocks, %d expected" % (len(a), len(b), wanted)
     lines = 0
+    ids_a, ids_b = process_ids(without), process_ids(with_)
     for (head, x), (head2, y) in zip(a, b):
         assert head == head2
         assert any(ln.startswith("#0  ") for ln in x), "%s: no stack there:\n%s" % (head, "\n".join(x))
-        assert x == y, "%s: GDB prints otherwise with the plugin loaded:\n%s" % (head, _diff(x, y))
+        assert len(x) == len(y) and all(same_but_ids(p, q, ids_a, ids_b) for p, q in zip(x, y)), \
+            "%s: GDB prints otherwise with the plugin loaded:\n%s" % (head, _diff(x, y))
         lines += len(x)
     # Something was compared: every block printed frames, with arguments and registers.
     assert lines > 20 * wanted, lines
@@ -115,13 +171,14 @@ def test_plugin_changes_nothing_where_cfi_exists(corpus, tmp_path, gdb, toolchai
     # The plugin was loaded and active: in mode auto it took no frame; in mode always, the same
     # frames come from SFrame (the fixture's own functions, up to libc).
     probes = 0
-    for fx in fixtures:
-        for k in range(len(stop_plan(fx))):
+    for build, plan in plans:
+        fx = build.fixture
+        for k in range(len(plan)):
             auto, always = with_.frames("auto-%s-%d" % (fx, k)), with_.frames("always-%s-%d" % (fx, k))
             assert auto and not any(f.sf for f in auto), auto
             assert [f.pc for f in always] == [f.pc for f in auto], (auto, always)
             probes += any(f.sf for f in always)
-    assert probes >= len(fixtures), "mode always took no frame at %d stops" % probes
+    assert probes >= len(plans), "mode always took no frame at %d stops" % probes
     print("%s %s: %d blocks, %d lines compared; SFrame would have taken frames at %d stops"
           % (gdb, toolchain, len(a), lines, probes))
 

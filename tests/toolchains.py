@@ -209,13 +209,17 @@ def run_in(tc: str | Toolchain, argv: Sequence[str], cwd=None, binds: Iterable =
 
 
 def qemu_argv(tc: str | Toolchain, exe, args: Sequence[str] = (),
-              gdb_port: Optional[int] = None) -> list[str]:
+              gdb_port: Optional[int] = None, seed: Optional[int] = None) -> list[str]:
     """argv (to run in the sid root) of a cross program under qemu-user;
-    with gdb_port, qemu waits for GDB on that port (target remote :PORT)."""
+    with gdb_port, qemu waits for GDB on that port (target remote :PORT);
+    with seed, the guest's random bytes (AT_RANDOM: stack guard, pointer
+    guard) are the same in every run."""
     tc = toolchain(tc)
     if not tc.cross:
         raise ValueError(f"{tc.name} is not a cross toolchain")
     argv = [tc.qemu, "-L", tc.sysroot]
+    if seed is not None:
+        argv += ["-seed", str(seed)]
     if gdb_port is not None:
         argv += ["-g", str(gdb_port)]
     return argv + [str(exe)] + [str(a) for a in args]
