@@ -221,6 +221,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             addr = pc if level == 0 or full else pc - 1
             choice = choose(plugin.mode, self.dwarf_enabled(), lambda: ms.cfi_find(module, addr))
             if choice.cfi is not None and ms.cfi_find(module, pc - 1 if addr == pc else pc) is not None:
+                if len(self._cfi_both) >= 65536:      # bounded in a long session
+                    self._cfi_both = {}
                 self._cfi_both[pc] = choice.cfi
             if not choice.sframe:
                 self._note(level, DECLINED, pc)
