@@ -161,9 +161,11 @@ to the mode in force before `off` (auto at first); `auto` and `always` set the m
             self.plugin.set_enabled(False)
         elif word in ("auto", "always"):
             self.plugin.set_mode(Mode(word))
-        else:
+        elif word:
             raise gdb.GdbError('"set sframe" needs on, off, auto or always (or "set sframe mode MODE"), not %r'
-                               % arg.strip() if word else '"set sframe" needs on, off, auto or always.')
+                               % arg.strip())
+        else:
+            raise gdb.GdbError('"set sframe" needs on, off, auto or always.')
         _sync_mode_parameter(self.plugin)
 
 

@@ -174,7 +174,8 @@ class Tracker:
             except gdb.error as exc:
                 from core.elf import ElfImage
                 self.log("%s: cannot read .eh_frame through GDB (%s); reading the file" % (module.path, exc))
-                out.extend(ElfImage(module.path).cfi_sections(self._file_bias(module, EH_FRAME), (EH_FRAME,)))
+                image = module.image or ElfImage(module.path)
+                out.extend(image.cfi_sections(self._file_bias(module, EH_FRAME, image), (EH_FRAME,)))
         name = module.extra.get("gdb_name")
         paths = ([module.path] if self._where(module, DEBUG_FRAME) else []) + [
             path for gdb_name, path in self._debug_files.get(name, {}).items()
@@ -197,14 +198,14 @@ class Tracker:
         """(runtime start, end) of one of a module's sections, or None."""
         return self._all_sections().get(module.extra.get("gdb_name"), {}).get(section)
 
-    def _file_bias(self, module, section):
-        """Load bias from the file: a loaded section's runtime address minus its sh_addr.  Only
-        CFI with absolute addresses needs it."""
+    def _file_bias(self, module, section, image=None):
+        """Load bias from the file (`image`, if it is parsed already): a loaded section's runtime
+        address minus its sh_addr.  Only CFI with absolute addresses needs it."""
         from core.elf import ElfImage
         where = self._where(module, section)
         if where is None:
             return 0
-        image = module.image or ElfImage(module.path)
+        image = image or module.image or ElfImage(module.path)
         addr = image.section_address(section)
         return 0 if addr is None else where[0] - addr
 
