@@ -11,11 +11,11 @@ import time
 
 from common import REPO, in_sid, many_functions_binary, median_time
 
-from core import format as F
-from core.dump import dump
-from core.elf import ElfImage
-from core.encode import Func, Row, build
-from core.index import SFrameIndex
+from sframekit.core import format as F
+from sframekit.core.dump import dump
+from sframekit.core.elf import ElfImage
+from sframekit.core.encode import Func, Row, build
+from sframekit.core.index import SFrameIndex
 
 
 def synthetic(n):
@@ -63,7 +63,7 @@ def main():
     print("  lookup(pc) median: %.2f us cold, " % lookup_times(SFrameIndex(sf.data, sf.address), pcs), end="")
     print("%.2f us warm" % lookup_times(idx, pcs))
     t_dump = median_time(lambda: dump(sf.data, sf.address, sf.name), repeat=3)
-    t_cli = median_time(lambda: subprocess.run([sys.executable, "-m", "core.cli", "dump", str(exe)], cwd=REPO,
+    t_cli = median_time(lambda: subprocess.run([sys.executable, str(REPO / "scripts" / "sframe"), "dump", str(exe)], cwd=REPO,
                                                check=True, stdout=subprocess.DEVNULL), repeat=3)
     r = in_sid("bash", "-c", "TIMEFORMAT=%R; for i in 1 2 3; do time readelf --sframe " + str(exe) + " >/dev/null; done",
                stderr=subprocess.PIPE, text=True)

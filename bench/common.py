@@ -5,10 +5,13 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+_SFRAMEKIT = types.ModuleType("sframekit")      # the checkout, under its installed package name
+_SFRAMEKIT.__path__ = [str(REPO)]
+sys.modules.setdefault("sframekit", _SFRAMEKIT)
 INROOT = REPO / "scripts" / "inroot"
 ROOTS = REPO / "scripts" / "roots.sh"
 WORK = Path(os.environ.get("SFRAME_BENCH_DIR", "/tmp/sframe-bench"))

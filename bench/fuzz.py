@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from core.elf import ElfImage  # noqa: E402
+from sframekit.core.elf import ElfImage  # noqa: E402
 import fuzzing  # noqa: E402
 import synthetic  # noqa: E402
 
@@ -37,11 +37,11 @@ def default_corpus():
 
 def big_memory_figures():
     """Peak memory against section size where the size dominates: a 20,000-function section."""
-    from core import format as F
-    from core.encode import Func, Row, build
-    from core.decode import Section
-    from core.dump import dump
-    from core.index import SFrameIndex
+    from sframekit.core import format as F
+    from sframekit.core.encode import Func, Row, build
+    from sframekit.core.decode import Section
+    from sframekit.core.dump import dump
+    from sframekit.core.index import SFrameIndex
     data = build(3, F.ABI.AMD64_ENDIAN_LITTLE,
                  [Func(0x1000 + 0x40 * i, 0x30, [Row(0, (8,)), Row(1, (16, -16)), Row(0x2a, (8,))]) for i in range(20000)])
     def lookups():

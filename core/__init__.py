@@ -1,5 +1,7 @@
 """Debugger-free SFrame core: codec, index, unwinder, ELF access and the `sframe` CLI."""
 
-from .errors import SFrameError, ElfError, NoSFrameError
+from .errors import ElfError, NoSFrameError, SFrameError
 
-__all__ = ["SFrameError", "ElfError", "NoSFrameError"]
+__version__ = "0.1.0"
+
+__all__ = ["SFrameError", "ElfError", "NoSFrameError", "__version__"]

@@ -1,8 +1,10 @@
 """The `sframe` command: dump, lookup and backtrace without a debugger."""
 
 import argparse
+import os
 import sys
 
+from . import __version__
 from .errors import ElfError, SFrameError
 
 
@@ -47,8 +49,24 @@ def cmd_backtrace(args):
                           out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback)
 
 
+def package_dir():
+    """The directory imported as the package `sframekit`: the checkout, or the installed copy."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cmd_gdbinit(args):
+    print("source %s" % os.path.join(package_dir(), "sframe_gdb", "load.py"))
+    return 0
+
+
+def cmd_lldbinit(args):
+    print("command script import %s" % os.path.join(package_dir(), "lldb_plugin"))
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="sframe", description="Read SFrame stack-trace sections (.sframe) without a debugger.")
+    p.add_argument("--version", action="version", version="sframe-gdb %s (%s)" % (__version__, package_dir()))
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump", help="print the SFrame section like binutils 2.47's readelf --sframe")
     d.add_argument("file")
@@ -66,6 +84,10 @@ def build_parser():
                     help="continue by the frame-pointer chain through code without SFrame")
     bt.add_argument("--limit", type=int, default=100000, help="maximum frames per thread")
     bt.set_defaults(func=cmd_backtrace)
+    gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
+    gi.set_defaults(func=cmd_gdbinit)
+    li = sub.add_parser("lldbinit", help="print the line that loads this copy into LLDB (for ~/.lldbinit)")
+    li.set_defaults(func=cmd_lldbinit)
     return p
 
 

@@ -1,7 +1,7 @@
 """SFrame commands for LLDB: `command script import /path/to/sframe-gdb/lldb_plugin`.
 
 LLDB has no Python hook for unwinders, so this package adds an `sframe` command container whose
-commands read SFrame sections through the project's `core/` and walk stacks themselves with
+commands read SFrame sections through the project's `core` and walk stacks themselves with
 LLDB's registers and memory:
 
     sframe lookup ADDR                       FDE, FRE and rules covering ADDR (and their values)
@@ -9,22 +9,36 @@ LLDB's registers and memory:
     sframe info                              loaded modules with SFrame
     sframe dump [MODULE]                     the section in readelf --sframe format
 
-The checkout's root (this package's parent) goes on sys.path so that `core` imports; pyelftools
-comes from the distribution's package (python3-pyelftools), which Debian's LLDB Python sees.
+`command script import DIR/lldb_plugin` imports this file as the top-level module `lldb_plugin`
+and puts DIR on sys.path.  It then imports DIR as the package `sframekit` (its installed name;
+`sframe lldbinit` prints the line for an installed copy), takes DIR off sys.path again so that no
+generic name such as `core` becomes importable, and registers the commands from
+`sframekit.lldb_plugin`.  pyelftools comes from the distribution's package (python3-pyelftools),
+which Debian's LLDB Python sees.
 """
 
 import os
 import sys
+import types
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PKGDIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DIST_PACKAGES = ("/usr/lib/python3/dist-packages",)
 INSTALL_HINT = ("install it for LLDB's Python %d.%d with 'apt-get install python3-pyelftools' "
                 "(or 'pip install pyelftools' for that Python)" % sys.version_info[:2])
 
 
-def _ensure_paths():
-    if _REPO not in sys.path:
-        sys.path.insert(0, _REPO)
+def _as_sframekit():
+    """The package `sframekit.lldb_plugin` for this copy (the first copy registered wins)."""
+    while _PKGDIR in sys.path:
+        sys.path.remove(_PKGDIR)
+    pkg = types.ModuleType("sframekit")
+    pkg.__path__ = [_PKGDIR]
+    sys.modules.setdefault("sframekit", pkg)
+    site = os.path.dirname(_PKGDIR)
+    if os.path.basename(_PKGDIR) == "sframekit" and site not in sys.path:
+        sys.path.append(site)
+    import sframekit.lldb_plugin
+    return sframekit.lldb_plugin
 
 
 def _find_pyelftools():
@@ -46,10 +60,15 @@ def _find_pyelftools():
 
 
 def __lldb_init_module(debugger, internal_dict):
-    _ensure_paths()
+    if __name__ != "sframekit.lldb_plugin":
+        _as_sframekit().__lldb_init_module(debugger, internal_dict)
+        return
     if not _find_pyelftools():
         print("sframe: pyelftools is missing, the sframe commands are not loaded: " + INSTALL_HINT)
         return
+    # LLDB resolves `command script add -c a.b.Class` from its session dictionary: name the package there.
+    top = __name__.split(".")[0]
+    internal_dict[top] = sys.modules[top]
     try:
         from . import commands
         commands.register(debugger, __name__ + ".commands")

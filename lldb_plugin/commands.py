@@ -12,13 +12,13 @@ import shlex
 
 import lldb
 
-from core import abi as abimod
-from core.adapter import (LoadedModule, ModuleTracker, file_identity, frame_line, frame_rows, frame_values,
+from ..core import abi as abimod
+from ..core.adapter import (LoadedModule, ModuleTracker, file_identity, frame_line, frame_rows, frame_values,
                           info_lines, lookup, lookup_lines, stop_line, values_lines, where_text)
-from core.dump import dump
-from core.elf import ElfImage
-from core.errors import ElfError, SFrameError
-from core.unwind import DEFAULT_DEPTH_LIMIT, Frame, walk
+from ..core.dump import dump
+from ..core.elf import ElfImage
+from ..core.errors import ElfError, SFrameError
+from ..core.unwind import DEFAULT_DEPTH_LIMIT, Frame, walk
 
 INVALID = lldb.LLDB_INVALID_ADDRESS
 MASK64 = (1 << 64) - 1

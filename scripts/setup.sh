@@ -56,13 +56,17 @@ else
     echo "setup: Debian packages already installed" >&2
 fi
 
-# The `sframe` command: this checkout installed in editable mode into Debian's Python (the one
-# GDB 13 embeds), so it always runs the code of the checkout it was installed from.
+# The `sframe` command: a link to this checkout's scripts/sframe, so it always runs the code of
+# the checkout it was set up from.  An editable pip install of an older layout (which claimed the
+# top-level name `core` in Debian's Python, the one GDB 13 embeds) is removed.
 REPO=$(cd "$HERE/.." && pwd)
-where=$(cd / && /usr/bin/python3 -c 'import core.cli, os; print(os.path.dirname(os.path.dirname(core.cli.__file__)))' 2>/dev/null || true)
-if [ "$where" != "$REPO" ] || ! command -v sframe >/dev/null; then
-    echo "setup: installing $REPO (pip install -e) for the sframe command" >&2
-    /usr/bin/python3 -m pip install -q --break-system-packages --no-build-isolation --no-deps -e "$REPO" </dev/null >&2
+if /usr/bin/python3 -m pip show -q sframe-gdb >/dev/null 2>&1; then
+    echo "setup: removing the pip-installed sframe-gdb from Debian's Python" >&2
+    /usr/bin/python3 -m pip uninstall -y -q --break-system-packages sframe-gdb </dev/null >&2
+fi
+if [ "$(readlink /usr/local/bin/sframe 2>/dev/null)" != "$REPO/scripts/sframe" ]; then
+    echo "setup: linking /usr/local/bin/sframe to $REPO/scripts/sframe" >&2
+    ln -sf "$REPO/scripts/sframe" /usr/local/bin/sframe
 fi
 
 bash "$HERE/roots.sh" >&2

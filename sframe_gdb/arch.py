@@ -7,7 +7,7 @@ register numbers.  An `Arch` maps between the two for one GDB architecture.
 from dataclasses import dataclass, field
 from typing import Optional
 
-from core import abi as abimod
+from ..core import abi as abimod
 
 # GDB architecture name -> (ABI family, PC register, SP, FP, RA register or None, extra PC names)
 # s390x: GDB's PC is the pseudo register "pc", computed from the raw "pswa"; a Python unwinder's

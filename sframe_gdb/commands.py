@@ -109,8 +109,8 @@ def frame_arch(frame):
 
 def frame_values(plugin, frame, ms, match):
     """[(what, value)] of the selected frame from SFrame (CFA, RA, FP), or a Stop."""
-    from core import adapter
-    from core.unwind import Frame
+    from ..core import adapter
+    from ..core.unwind import Frame
     a = frame_arch(frame)
     if a is None:
         return None
@@ -153,7 +153,7 @@ to the mode in force before `off` (auto at first); `auto` and `always` set the m
         self.plugin = plugin
 
     def invoke(self, arg, from_tty):
-        from core.policy import Mode
+        from ..core.policy import Mode
         word = arg.strip().lower()
         if word in ("on", "1", "yes", "enable"):
             self.plugin.set_enabled(True)
@@ -211,18 +211,18 @@ off: none (the same as "set sframe off")."""
     show_doc = "Show which frames the SFrame unwinder takes."
 
     def __init__(self, plugin):
-        from core.policy import Mode
+        from ..core.policy import Mode
         super().__init__("sframe mode", gdb.COMMAND_STACK, gdb.PARAM_ENUM, Mode.names())
         self.plugin = plugin
         self.value = plugin.mode.value
 
     def get_set_string(self):
-        from core.policy import Mode
+        from ..core.policy import Mode
         self.plugin.set_mode(Mode(self.value))
         return ""
 
     def get_show_string(self, svalue):
-        from core.policy import Mode
+        from ..core.policy import Mode
         return _mode_text(Mode(svalue))
 
 
@@ -282,7 +282,7 @@ selected frame of a running program, also the values the rules give there."""
             raise gdb.GdbError("info sframe: internal error: %s: %s" % (type(exc).__name__, exc)) from None
 
     def _table(self):
-        from core import describe
+        from ..core import describe
         tracker = self.plugin.tracker
         tracker.current()
         mods = list(tracker.modules())
@@ -310,7 +310,7 @@ selected frame of a running program, also the values the rules give there."""
             gdb.write("%d other objfile%s without SFrame.\n" % (without, "" if without == 1 else "s"))
 
     def _address(self, arg):
-        from core import adapter
+        from ..core import adapter
         addr = parse_address(arg, "info sframe")
         ms = self.plugin.tracker.current()
         found = ms.find(addr) if ms is not None else None
@@ -334,7 +334,7 @@ selected frame of a running program, also the values the rules give there."""
 
     def _unwinder_lines(self, addr, ms, module):
         """What DWARF CFI GDB has at ADDR, and which unwinder takes a frame there in the current mode."""
-        from core.policy import Mode, choose
+        from ..core.policy import Mode, choose
         at, note = addr, ""
         if _is_callers_pc(addr):
             at, note = addr - 1, " (at %#x - 1: a caller's frame is looked up at its return address - 1)" % addr
@@ -351,7 +351,7 @@ selected frame of a running program, also the values the rules give there."""
                 "Unwinder: %s (%s)" % (who, choice.reason)]
 
     def _values(self, addr, ms, found):
-        from core import adapter
+        from ..core import adapter
         if not _has_registers():
             return []
         frame = gdb.selected_frame()
@@ -425,7 +425,7 @@ stop (default 256).  Prints each disagreement and a summary line:
         self.plugin = plugin
 
     def invoke(self, arg, from_tty):
-        from core import verify as verifymod
+        from ..core import verify as verifymod
         steps, max_frames = self._parse(arg)
         if not _has_registers():
             raise gdb.GdbError("sframe verify: the program has no stack (run it, attach or load a core file).")
@@ -482,7 +482,7 @@ stop (default 256).  Prints each disagreement and a summary line:
         return steps, max_frames
 
     def _walk(self, max_frames, ours):
-        from core import verify as verifymod
+        from ..core import verify as verifymod
         facts = []
         f = gdb.newest_frame()
         last = self.plugin.unwinder.last
@@ -499,8 +499,8 @@ stop (default 256).  Prints each disagreement and a summary line:
         return facts
 
     def _check(self, stop, max_frames):
-        from core import verify as verifymod
-        from core.policy import Mode
+        from ..core import verify as verifymod
+        from ..core.policy import Mode
         plugin = self.plugin
         was = plugin.mode
         on = dwarf.enabled()

@@ -3,7 +3,7 @@
 import gdb
 import gdb.unwinder
 
-from core.policy import Mode
+from ..core.policy import Mode
 
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder

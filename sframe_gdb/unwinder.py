@@ -14,7 +14,7 @@ loading the plugin changes nothing where DWARF CFI exists.
 import gdb
 import gdb.unwinder
 
-from core.policy import Mode, choose
+from ..core.policy import Mode, choose
 
 from . import arch as archmod
 from . import dwarf
@@ -25,8 +25,8 @@ Frame = Method = Stop = StopReason = step = sigframe = None
 
 def _import_core():
     global Frame, Method, Stop, StopReason, step, sigframe
-    from core import sigframe as _sigframe
-    from core.unwind import Frame as _F, Method as _M, Stop as _S, StopReason as _SR, step as _step
+    from ..core import sigframe as _sigframe
+    from ..core.unwind import Frame as _F, Method as _M, Stop as _S, StopReason as _SR, step as _step
     Frame, Method, Stop, StopReason, step, sigframe = _F, _M, _S, _SR, _step, _sigframe
 
 if hasattr(gdb.unwinder, "FrameId"):                 # GDB 14 and later

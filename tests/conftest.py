@@ -2,6 +2,7 @@
 
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,10 @@ import pytest
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+# The checkout is imported under its installed package name, as the debugger plugins import it.
+_SFRAMEKIT = types.ModuleType("sframekit")
+_SFRAMEKIT.__path__ = [str(Path(_TESTS).parent)]
+sys.modules.setdefault("sframekit", _SFRAMEKIT)
 
 import toolchains  # noqa: E402
 

@@ -63,7 +63,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from core.backtrace import SIGNAL_TRAMPOLINE, backtrace_core  # noqa: E402
+from sframekit.core.backtrace import SIGNAL_TRAMPOLINE, backtrace_core  # noqa: E402
 
 X86 = ("host", "trixie", "sid")
 CROSS = ("sid-aarch64", "sid-s390x")
@@ -847,7 +847,7 @@ def test_cli_prints_the_same(results):
     """The `sframe backtrace` command itself, on one core per toolchain."""
     for tc in ALL:
         r = _cores(results, tc, "signal-fault", "O2-nofp")[0]
-        argv = [sys.executable, "-m", "core.cli", "backtrace", r.core, "--all-threads"]
+        argv = [sys.executable, str(REPO / "scripts" / "sframe"), "backtrace", r.core, "--all-threads"]
         sysroot = _sysroot(tc, Path(r.core).parents[3])
         if sysroot:
             argv += ["--sysroot", sysroot]

@@ -7,18 +7,18 @@ from pathlib import Path
 import pytest
 
 import toolchains
-from core.decode import Section
-from core.elf import ElfImage, parse_address
-from core.encode import encode
-from core.errors import ElfError, NoSFrameError
-from core.index import SFrameIndex
+from sframekit.core.decode import Section
+from sframekit.core.elf import ElfImage, parse_address
+from sframekit.core.encode import encode
+from sframekit.core.errors import ElfError, NoSFrameError
+from sframekit.core.index import SFrameIndex
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def sframe(*args):
     """Run the CLI as a user would (a fresh process); returns (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "core.cli", *map(str, args)], cwd=REPO,
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "sframe"), *map(str, args)], cwd=REPO,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
 

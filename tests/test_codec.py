@@ -4,13 +4,13 @@ import struct
 
 import pytest
 
-from core import abi as abimod
-from core import format as F
-from core.decode import Section, parse_header
-from core.encode import Func, Row, build, encode
-from core.errors import SFrameError
-from core.index import SFrameIndex
-from core.rules import RuleKind
+from sframekit.core import abi as abimod
+from sframekit.core import format as F
+from sframekit.core.decode import Section, parse_header
+from sframekit.core.encode import Func, Row, build, encode
+from sframekit.core.errors import SFrameError
+from sframekit.core.index import SFrameIndex
+from sframekit.core.rules import RuleKind
 from synthetic import ctrl
 
 AMD64, A64LE, A64BE, S390X = (F.ABI.AMD64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_LITTLE,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from core.corefile import CoreFile, CoreMemoryError, Mapping, Module, Thread
-from core.elf import ElfImage
-from core.errors import ElfError
+from sframekit.core.corefile import CoreFile, CoreMemoryError, Mapping, Module, Thread
+from sframekit.core.elf import ElfImage
+from sframekit.core.errors import ElfError
 
 REPO = Path(__file__).resolve().parent.parent
 INROOT = REPO / "scripts" / "inroot"

@@ -28,11 +28,11 @@ import pytest
 
 import synthetic
 import toolchains
-from core import format as F
-from core.decode import Section
-from core.dump import dump, dump_file
-from core.encode import Func, Row, build
-from core.errors import SFrameError
+from sframekit.core import format as F
+from sframekit.core.decode import Section
+from sframekit.core.dump import dump, dump_file
+from sframekit.core.encode import Func, Row, build
+from sframekit.core.errors import SFrameError
 
 AMD64, A64LE, A64BE, S390X = (F.ABI.AMD64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_LITTLE,
                               F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)

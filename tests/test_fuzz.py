@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 
 import fuzzing
 import synthetic
-from core.encode import encode
-from core.decode import Section
+from sframekit.core.encode import encode
+from sframekit.core.decode import Section
 
 SEEDS = synthetic.sections()
 

@@ -554,15 +554,15 @@ def test_core_files(corpus, tmp_path, gdb, toolchain):
 
 def cli_lookup(path, addr):
     """`sframe lookup` (the command-line tool) output lines, to compare with `info sframe`."""
-    proc = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), "-m", "core.cli", "lookup", str(path), addr],
+    proc = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), str(REPO / "scripts" / "sframe"), "lookup", str(path), addr],
                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.returncode == 0, proc.stdout
     return proc.stdout.splitlines()
 
 
 def section_counts(path):
-    from core.elf import ElfImage
-    from core.index import SFrameIndex
+    from sframekit.core.elf import ElfImage
+    from sframekit.core.index import SFrameIndex
     img = ElfImage(path)
     idx = SFrameIndex(img.sframe.data, img.sframe.address)
     return idx.header.version, idx.header.num_fdes, idx.header.num_fres, idx
@@ -762,8 +762,8 @@ def test_signal_interrupts_sframe_code(roots, tmp_path, gdb, toolchain):
 def test_verify_reports_disagreements(corpus, tmp_path, gdb, toolchain):
     """A .sframe whose CFA offset for stop_here is wrong: verify must say so (and bt with DWARF on
     still works, as the plugin's broken frames are the only ones that change)."""
-    from core import format as F
-    from core.elf import ElfImage
+    from sframekit.core import format as F
+    from sframekit.core.elf import ElfImage
     src = corpus.get(toolchain, "frames", "O2-nofp").path
     exe = tmp_path / "frames"
     shutil.copy2(src, exe)

@@ -413,8 +413,8 @@ def _index(path, base):
     """SFrame index of a module file loaded at `base` (its ELF header's load address)."""
     key = (path, base)
     if key not in _INDEXES:
-        from core.elf import ElfImage
-        from core.index import SFrameIndex
+        from sframekit.core.elf import ElfImage
+        from sframekit.core.index import SFrameIndex
         img = ElfImage(path)
         first_load = min(v for v, _m, _o, _f in img.loads)
         _INDEXES[key] = SFrameIndex(img.sframe.data, img.sframe.address + base - first_load)
@@ -452,7 +452,7 @@ def check_matches_lldb(ours, stop_line, lldb, what, cfas=True, one_more=False):
 
 
 def cli_lookup(path, addr):
-    from core import cli
+    from sframekit.core import cli
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = cli.main(["lookup", str(path), "%#x" % addr])
@@ -487,7 +487,7 @@ def check_lookup_matches_cli(block, what):
     addr, path = int(m.group(1), 16), m.group(2)
     ms = _SECTION_RE.match(lines[1])
     assert ms, what
-    from core.elf import ElfImage
+    from sframekit.core.elf import ElfImage
     file_sec = ElfImage(path).sframe.address
     bias = int(ms.group(2), 16) - file_sec
     rc, cli, err = cli_lookup(path, addr - bias)
@@ -871,7 +871,7 @@ def test_module_cache_info_and_dump(lldb, corpus, work):
     two = s.block("bt2").out
     assert len(two) == 4 and two[-1] == "  (more frames not shown: -c 2)"
     assert [r[1] for r in s.sframe_bt("bt3")[0]] == [r[1] for r in ours]
-    from core import cli
+    from sframekit.core import cli
     for tag, path in (("dump-lib", b.lib), ("dump-exe", b.path), ("dump-path", b.path)):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -952,7 +952,7 @@ def test_missing_pyelftools_is_one_line(lldb, work):
 
 
 def test_module_tracker_keeps_indexes_of_unchanged_modules(corpus):
-    from core.adapter import LoadedModule, ModuleTracker, file_identity
+    from sframekit.core.adapter import LoadedModule, ModuleTracker, file_identity
     b = corpus.get("sid", "dlopen", "O2-nofp")
     exe = LoadedModule(file_identity(str(b.path)), str(b.path), 0x555555554000, "dlopen")
     lib = LoadedModule(file_identity(str(b.lib)), str(b.lib), 0x7ffff7fb0000, "libfix.so")

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import abi as A
-from core import format as F
-from core import sigframe
-from core.encode import Func, Row, build
-from core.index import SFrameIndex
-from core.unwind import (DEFAULT_PAC_MASK, Frame, Method, Stop, StopReason, backtrace, step,
+from sframekit.core import abi as A
+from sframekit.core import format as F
+from sframekit.core import sigframe
+from sframekit.core.encode import Func, Row, build
+from sframekit.core.index import SFrameIndex
+from sframekit.core.unwind import (DEFAULT_PAC_MASK, Frame, Method, Stop, StopReason, backtrace, step,
                          strip_pac, walk)
 
 SFP = F.BaseReg.FP
