@@ -1,59 +1,107 @@
-"""Per-ABI facts the unwinder and the printers need: DWARF register numbers and names."""
+"""The ABI descriptions: every per-ABI fact the codec, the unwinder and the adapters need, as data.
+
+Code elsewhere asks an `ABIInfo` what it needs ("is the RA in a register?", "is there a
+frame-pointer chain?") instead of comparing ABI names; adding an ABI means adding one description
+here (and its signal-frame layouts in `sigframe`).
+"""
 
 from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional, Tuple
 
 from . import format as F
-
-_S390X_FPRS = [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15]   # DWARF 16..31 -> f<n>
+from . import sigframe as S
 
 
 @dataclass(frozen=True)
 class ABIInfo:
-    name: str
+    name: str                 # for messages only: never compared
+    sframe_abi: F.ABI         # the header's ABI/arch identifier
     big_endian: bool
     sp: int                   # DWARF number of the stack pointer
     fp: int                   # DWARF number of the frame pointer
     ra: int                   # DWARF number of the return-address column/register
-    regnames: dict = field(repr=False)
+    regnames: Dict[int, str] = field(repr=False)
+    ra_in_register: bool = True        # the RA is a register (x30, r14); x86-64: only a stack slot
+    pointer_auth: bool = False         # return addresses may be signed (AArch64 PAC)
+    fp_chain: bool = True              # [FP] = caller's FP, [FP + ptr] = RA, CFA = FP + 2 ptr
+    sframe_slot_registers: bool = False  # s390x: a V2 slot word may name a register; RA word 0 = padding
     sp_val_offset: int = 0    # caller's SP = CFA + this (s390x: -160)
     cfa_scale: int = 1        # default-FDE CFA offset = stored * scale - adjustment
     cfa_adjust: int = 0
     ptr_size: int = 8
+    elf_machine: str = ""     # e_machine as pyelftools names it
+    aliases: Mapping[int, Tuple[str, ...]] = field(default_factory=dict, repr=False)  # e.g. x29: fp
+    callee_saved: Tuple[int, ...] = ()   # DWARF numbers the psABI says a callee preserves
+    sigframes: Tuple[S.Layout, ...] = ()  # signal-frame layouts; the first is a V3 signal FDE's default
+    sigframe_symbols: Mapping[str, S.Layout] = field(default_factory=dict, repr=False)
 
-    def regname(self, n):
+    def regname(self, n: int) -> str:
         return self.regnames.get(n, "r%d" % n)
 
-    def regnum(self, name):
+    def regnum(self, name: str) -> Optional[int]:
         """DWARF number for a register name (or None)."""
         for n, r in self.regnames.items():
             if r == name:
                 return n
         return None
 
+    def is_register(self, n: int) -> bool:
+        """False for the x86-64 return-address column (DWARF 16), which no register holds."""
+        return self.ra_in_register or n != self.ra
+
+    @property
+    def fp_chain_ra_offset(self) -> int:
+        return self.ptr_size
+
+    @property
+    def fp_chain_cfa_offset(self) -> int:
+        return 2 * self.ptr_size
+
 
 AMD64 = ABIInfo(
-    "amd64", False, sp=7, fp=6, ra=16,
+    "amd64", F.ABI.AMD64_ENDIAN_LITTLE, False, sp=7, fp=6, ra=16,
     regnames=dict(enumerate(["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp"]
-                            + ["r%d" % i for i in range(8, 16)] + ["rip"])))
+                            + ["r%d" % i for i in range(8, 16)] + ["rip"])),
+    ra_in_register=False, elf_machine="EM_X86_64",
+    callee_saved=(3, 6, 12, 13, 14, 15),
+    sigframes=(S.AMD64_RT,), sigframe_symbols={"__restore_rt": S.AMD64_RT})
 
 _A64_NAMES = {i: "x%d" % i for i in range(31)}
 _A64_NAMES[31] = "sp"
-AARCH64_LE = ABIInfo("aarch64", False, sp=31, fp=29, ra=30, regnames=_A64_NAMES)
-AARCH64_BE = ABIInfo("aarch64_be", True, sp=31, fp=29, ra=30, regnames=_A64_NAMES)
+_A64 = dict(sp=31, fp=29, ra=30, regnames=_A64_NAMES, pointer_auth=True, elf_machine="EM_AARCH64",
+            aliases={29: ("fp",), 30: ("lr",)}, callee_saved=tuple(range(19, 29)),
+            sigframes=(S.AARCH64_RT,),
+            sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT})
+AARCH64_LE = ABIInfo("aarch64", F.ABI.AARCH64_ENDIAN_LITTLE, False, **_A64)
+AARCH64_BE = ABIInfo("aarch64_be", F.ABI.AARCH64_ENDIAN_BIG, True, **_A64)
 
+# DWARF 16 + i is f<_S390X_FPRS[i]> (the s390x ELF ABI's register numbering).
+_S390X_FPRS = (0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
 _S390_NAMES = {i: "r%d" % i for i in range(16)}
 _S390_NAMES.update({16 + i: "f%d" % n for i, n in enumerate(_S390X_FPRS)})
-S390X = ABIInfo("s390x", True, sp=15, fp=11, ra=14, regnames=_S390_NAMES,
-                sp_val_offset=F.S390X_SP_VAL_OFFSET,
-                cfa_scale=F.S390X_CFA_OFFSET_ALIGNMENT_FACTOR, cfa_adjust=F.S390X_CFA_OFFSET_ADJUSTMENT)
+S390X = ABIInfo(
+    "s390x", F.ABI.S390X_ENDIAN_BIG, True, sp=15, fp=11, ra=14, regnames=_S390_NAMES,
+    fp_chain=False, sframe_slot_registers=True,
+    sp_val_offset=F.S390X_SP_VAL_OFFSET,
+    cfa_scale=F.S390X_CFA_OFFSET_ALIGNMENT_FACTOR, cfa_adjust=F.S390X_CFA_OFFSET_ADJUSTMENT,
+    elf_machine="EM_S390",
+    callee_saved=tuple(range(6, 14)) + tuple(16 + _S390X_FPRS.index(n) for n in range(8, 16)),
+    sigframes=(S.S390X_RT, S.S390X_NONRT),
+    sigframe_symbols={"__kernel_rt_sigreturn": S.S390X_RT, "__restore_rt": S.S390X_RT,
+                      "__kernel_sigreturn": S.S390X_NONRT, "__restore": S.S390X_NONRT})
 
-BY_ABI = {
-    F.ABI.AMD64_ENDIAN_LITTLE: AMD64,
-    F.ABI.AARCH64_ENDIAN_LITTLE: AARCH64_LE,
-    F.ABI.AARCH64_ENDIAN_BIG: AARCH64_BE,
-    F.ABI.S390X_ENDIAN_BIG: S390X,
-}
+ALL = (AMD64, AARCH64_LE, AARCH64_BE, S390X)
+BY_ABI = {a.sframe_abi: a for a in ALL}
 
 
-def info(abi):
+def info(abi: int) -> ABIInfo:
+    """The description of a section's ABI/arch identifier (KeyError/ValueError if unknown)."""
     return BY_ABI[F.ABI(abi)]
+
+
+def for_elf(machine: str, big_endian: bool) -> Optional[ABIInfo]:
+    """The description for an ELF file's e_machine and byte order, or None."""
+    for a in ALL:
+        if a.elf_machine == machine and a.big_endian == big_endian:
+            return a
+    return None

@@ -21,17 +21,13 @@ module's PLT relocations.
 import os
 import signal as _signal
 import sys
-from typing import NamedTuple, Optional
-
 from .corefile import CoreFile
 from .elf import ElfImage
 from .errors import ElfError
 from .modules import ModuleSet
-from .unwind import DEFAULT_DEPTH_LIMIT, Frame, Method, walk, with_callers
+from .unwind import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, walk
 
 SIGNAL_TRAMPOLINE = "<signal handler called>"
-
-# Lazy-binding PLT shapes: (size of the header entry PLT0, size of each entry), per e_machine.
 
 
 def _signame(num):
@@ -70,14 +66,6 @@ class _Symbols:
                         except ElfError:
                             self.debug = None
                         break
-
-
-class Row(NamedTuple):
-    """One printed frame: the frame, its CFA (None until its caller was unwound) and whether it
-    is the signal trampoline (its caller was restored from the kernel's signal frame)."""
-    frame: Frame
-    cfa: Optional[int]
-    trampoline: bool
 
 
 class CoreSession:
@@ -123,9 +111,11 @@ class CoreSession:
 
     def initial_frame(self, thread):
         regs = {k: v for k, v in thread.registers.items() if isinstance(k, int)}
-        abi = self.abi
-        return Frame(pc=thread.pc, sp=thread.sp, fp=regs.get(abi.fp),
-                     ra=regs.get(abi.ra) if abi.name != "amd64" else None, regs=regs)
+        sp_num = self.abi.sp
+
+        def read(num):
+            return thread.sp if num == sp_num else regs.get(num)
+        return frame_from_registers(self.abi, thread.pc, read, full=True, regs=regs)
 
     def trampoline_name(self, pc):
         """Symbol name at pc, for the unwinder's signal-trampoline recognition (`symbol=`).
@@ -141,19 +131,10 @@ class CoreSession:
                     limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name)
 
 
-def frame_rows(items):
-    """The frames of a walk as Rows (each with its own CFA, known once its caller was unwound,
-    and the trampoline mark), and the final Stop."""
-    pairs, stop = with_callers(items)
-    return [Row(f, c and c.cfa, c is not None and c.method is Method.SIGNAL) for f, c in pairs], stop
-
-
 def _frame_symbol(session, frame, trampoline):
     if trampoline:
         return SIGNAL_TRAMPOLINE
-    # A return address points after the call: name the call's function (a call ending a
-    # function, e.g. to a noreturn one, would otherwise name the next function).
-    lookup_pc = frame.pc - 1 if frame.level > 0 and not frame.interrupted else frame.pc
+    lookup_pc = lookup_address(frame.pc, frame.level > 0 and not frame.interrupted)
     sym = session.symbol(lookup_pc)
     if sym is not None and lookup_pc != frame.pc:
         name, _, off = sym.partition("+")
@@ -162,8 +143,8 @@ def _frame_symbol(session, frame, trampoline):
 
 
 def format_frame(session, row):
-    """The printed line of one frame (a Row)."""
-    frame, cfa, trampoline = row
+    """The printed line of one frame (a core.unwind.FrameRow)."""
+    frame, cfa, trampoline = row.frame, row.cfa, row.trampoline
     how = "registers" if frame.level == 0 else frame.method.value if frame.method else "?"
     if frame.ra_stripped:
         how += ", RA signature stripped"

@@ -24,9 +24,9 @@ def cmd_dump(args):
 
 
 def cmd_lookup(args):
-    from .adapter import lookup_lines
     from .elf import parse_address
-    from .modules import ModuleSet
+    from .modules import ModuleSet, NotCovered, locate
+    from .text import lookup_lines
     img = _image(args.file)
     try:
         addr = parse_address(args.addr, img)
@@ -35,11 +35,11 @@ def cmd_lookup(args):
     modules = ModuleSet()
     sf = img.sframe
     modules.add(args.file, args.file, loader=lambda: (sf.data, sf.address, sf.name))
-    found = modules.find(addr)
-    match = found and found[0].lookup(addr)
-    if not match:
-        raise ElfError("%s: address %#x is not covered by SFrame data" % (args.file, addr))
-    print("\n".join(lookup_lines(addr, found[1], match, img.symbolize(match.fde.start))))
+    try:
+        module, match = locate(modules, addr, lambda _addr: args.file, "file")
+    except NotCovered as exc:
+        raise ElfError("%s: %s" % (args.file, exc)) from None
+    print("\n".join(lookup_lines(addr, module, match, img.symbolize(match.fde.start))))
     return 0
 
 

@@ -408,11 +408,7 @@ class CoreFile:
     def abi(self):
         """The core.abi ABIInfo of this core's architecture."""
         from . import abi
-        if self.arch == "x86_64":
-            return abi.AMD64
-        if self.arch == "aarch64":
-            return abi.AARCH64_BE if self.big_endian else abi.AARCH64_LE
-        return abi.S390X
+        return abi.for_elf(self.machine, self.big_endian)
 
     # -- memory ----------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ bytes that could hold it (memory stays proportional to the section size).
 import struct
 import sys
 
+from . import abi as abimod
 from . import format as F
 from .errors import SFrameError
 from .records import FDE, FRE, Header
@@ -43,7 +44,7 @@ def parse_header(data):
         abi = F.ABI(abi)
     except ValueError:
         raise SFrameError(4, "unknown ABI/arch identifier %d" % abi) from None
-    abi_big = abi in (F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)
+    abi_big = abimod.BY_ABI[abi].big_endian
     if abi_big != (e == ">"):
         raise SFrameError(0, "magic says %s-endian but ABI %s is %s-endian" % (
             "big" if e == ">" else "little", abi.name, "big" if abi_big else "little"))
@@ -238,12 +239,7 @@ class Section:
             out.append(FRE(fre_off, start, info, words))
         return tuple(out)
 
-    def fres_end(self, fde, fres):
-        """Byte offset just after the FDE's last FRE."""
-        if not fres:
-            return self.fres_start(fde)
-        last = fres[-1]
-        return last.offset + F.FRE_START_SIZE[fde.fre_type] + last.size
+
 
     def fdes(self):
         for i in range(self.header.num_fdes):

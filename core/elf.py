@@ -31,8 +31,6 @@ class SFrameData:
     file_offset: int
     name: str           # section name, or "PT_GNU_SFRAME" when found by segment only
 
-    def load_address(self, bias=0):
-        return self.address + bias
 
 
 def _enum_value(v):

@@ -8,12 +8,6 @@ FDE_SIZE = {1: 17, 2: 20, 3: 16}   # V3: the FDE index entry only
 V3_ATTR_SIZE = 5           # V3 FDE attribute record at the start of a function's FRE data
 
 
-class Version(enum.IntEnum):
-    V1 = 1
-    V2 = 2
-    V3 = 3
-
-
 class Flag(enum.IntFlag):
     FDE_SORTED = 0x1
     FRAME_POINTER = 0x2          # V1, V2 only

@@ -8,6 +8,7 @@ the text ranges the indexes cover, so a PC outside every SFrame range is decline
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from .errors import ElfError, NoSFrameError, SFrameError
 from .cfi import CfiIndex
@@ -159,3 +160,34 @@ class ModuleSet:
     def with_sframe(self):
         self._load_pending()
         return [m for m in self._modules.values() if m.index is not None]
+
+
+class NotCovered(LookupError):
+    """No SFrame covers an address; str() says why, in the one wording every front end prints."""
+
+
+def locate(modules: ModuleSet, addr: int, owner: Optional[Callable[[int], Optional[str]]] = None,
+           noun: str = "module"):
+    """(Module, Match) of the SFrame data covering a load address, or raises NotCovered saying why.
+
+    `owner(addr)` names the loaded file holding addr (None: no loaded file does), which only the
+    debugger knows for files without SFrame; `noun` is what the debugger calls a loaded file.
+    """
+    head = "No SFrame information covers %#x: " % addr
+    found = modules.find(addr)
+    if found is None:
+        path = owner(addr) if owner is not None else None
+        if path is None:
+            raise NotCovered(head + "it is not in any loaded %s." % noun)
+        m = modules.by_path(path)
+        if m is not None and m.index is not None:
+            raise NotCovered(head + "it lies outside the SFrame range of %s." % path)
+        raise NotCovered(head + "%s has no .sframe section." % path)
+    index, module = found
+    try:
+        match = index.lookup(addr)
+    except SFrameError as exc:
+        raise NotCovered("%s: %s" % (module.path, exc)) from None
+    if match is None:
+        raise NotCovered(head + "no FDE of %s's .sframe contains it." % module.path)
+    return module, match

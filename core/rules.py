@@ -45,7 +45,7 @@ class Rule:
             if what == "CFA":
                 return "CFA unchanged"
             reg = {"RA": abi.ra, "FP": abi.fp}.get(what)
-            name = abi.regname(reg) if what == "FP" or abi.name != "amd64" else "RA"
+            name = abi.regname(reg) if what == "FP" or abi.ra_in_register else "RA"
             return "%s unchanged%s" % (name, " (RA padding: not saved)" if self.padding else "")
         return "%s undefined (outermost frame)" % what
 
@@ -123,7 +123,7 @@ def _default(header, abi, fre):
 
 
 def _slot(header, abi, word, is_ra):
-    if abi.name == "s390x":
+    if abi.sframe_slot_registers:
         if is_ra and word == F.FRE_RA_OFFSET_INVALID:
             return Rule(RuleKind.UNCHANGED, padding=True)
         if header.version == 2 and word & 1:

@@ -27,7 +27,8 @@ class Layout:
     insn_starts: tuple    # offsets of each instruction in `code` (a stopped PC may be on any of them)
     pointer_at: int       # offset from SP of a pointer to the register block (None: block is at SP + block_at)
     block_at: int         # offset of the register block from SP, or from the pointer
-    slots: tuple          # one entry per 8-byte word of the block: DWARF regnum, "pc", or None (skip)
+    slots: tuple          # one entry per 8-byte word of the block: DWARF regnum, "pc", a register
+                          # name (the ABI gives its DWARF number), or None (skip)
     extra: tuple = ()     # more words after `slots`, read when readable (s390x floating-point registers)
 
     @property
@@ -48,40 +49,25 @@ AARCH64_RT = Layout("AArch64 rt_sigframe", bytes.fromhex("681180d2" "010000d4"),
 # psw addr, r0..r15, then the access registers (16 x 4 bytes), the floating-point control word
 # (4 bytes and 4 of padding) and f0..f15: GCC's -O0 leaf functions keep r11 and r15 in
 # floating-point registers, which the SFrame rules of the interrupted frame then name.
-# DWARF 16 + i is f<_S390X_DWARF_FPRS[i]>.
-_S390X_DWARF_FPRS = (0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
 _S390_BLOCK = ("pc",) + tuple(range(16))
-_S390_FPRS = (None,) * 9 + tuple(16 + _S390X_DWARF_FPRS.index(n) for n in range(16))
+_S390_FPRS = (None,) * 9 + tuple("f%d" % n for n in range(16))
 S390X_RT = Layout("s390x rt_sigframe", bytes.fromhex("0aad"), (0,), None, 344, _S390_BLOCK, _S390_FPRS)
 S390X_NONRT = Layout("s390x sigframe", bytes.fromhex("0a77"), (0,), 168, 8, _S390_BLOCK, _S390_FPRS)
 
-BY_ABI = {
-    "amd64": (AMD64_RT,),
-    "aarch64": (AARCH64_RT,),
-    "aarch64_be": (AARCH64_RT,),
-    "s390x": (S390X_RT, S390X_NONRT),
-}
-
-# Trampoline symbol names (glibc, musl, the kernel's vDSO).
-SYMBOLS = {
-    "amd64": {"__restore_rt": AMD64_RT},
-    "aarch64": {"__kernel_rt_sigreturn": AARCH64_RT, "__restore_rt": AARCH64_RT},
-    "s390x": {"__kernel_rt_sigreturn": S390X_RT, "__restore_rt": S390X_RT,
-              "__kernel_sigreturn": S390X_NONRT, "__restore": S390X_NONRT},
-}
-SYMBOLS["aarch64_be"] = SYMBOLS["aarch64"]
+# Which ABI uses which layouts, and the trampolines' symbol names (glibc, musl, the kernel's
+# vDSO), are in each ABI's description (core.abi: sigframes, sigframe_symbols).
 
 
 def layouts(abi):
     """The signal-frame layouts of an ABI (first one: the default for a V3 signal FDE)."""
-    return BY_ABI.get(abi.name, ())
+    return abi.sigframes
 
 
 def by_symbol(abi, name):
     """Layout for a trampoline symbol name, or None."""
     if not name:
         return None
-    return SYMBOLS.get(abi.name, {}).get(name)
+    return abi.sigframe_symbols.get(name)
 
 
 def by_code(abi, pc, fetch, exact):
@@ -128,6 +114,8 @@ def recover(abi, lay, sp, read_exact):
         v = int.from_bytes(data[8 * i:8 * i + 8], order)
         if slot == "pc":
             pc = v
+        elif isinstance(slot, str):
+            regs[abi.regnum(slot)] = v
         else:
             regs[slot] = v
     return pc, regs

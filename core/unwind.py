@@ -15,7 +15,7 @@ trampoline, or in a V3 FDE flagged as a signal frame).
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Optional
+from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from . import abi as abimod
 from . import format as F
@@ -130,6 +130,56 @@ class Frame:
         return self.regs.get(regnum)
 
 
+def lookup_address(pc: int, caller: bool) -> int:
+    """Where a frame's unwind data (SFrame, CFI, its symbol) is looked up.
+
+    A caller's PC is a return address, just after its call: the call itself is at PC - 1 (a call
+    that ends a function, e.g. to a noreturn one, would otherwise find the next function).  The
+    topmost frame's PC, and that of a frame interrupted by a signal, is the instruction itself.
+    """
+    return pc - 1 if caller and pc else pc
+
+
+class LazyRegisters:
+    """`Frame.regs` of a frame whose every register is valid, read on demand through
+    `read(regnum)` (value or None) and remembered: unwinding needs only a few of them."""
+    __slots__ = ("_read", "_cache")
+
+    def __init__(self, read: Callable[[int], Optional[int]]):
+        self._read = read
+        self._cache: Dict[int, Optional[int]] = {}
+
+    def get(self, regnum: int, default: Optional[int] = None) -> Optional[int]:
+        cache = self._cache
+        if regnum in cache:
+            value = cache[regnum]
+        else:
+            try:
+                value = self._read(regnum)
+            except Exception:          # a register the debugger cannot read is unknown
+                value = None
+            cache[regnum] = value
+        return default if value is None else value
+
+
+def frame_from_registers(abi: "abimod.ABIInfo", pc: int, read: Callable[[int], Optional[int]], *, full: bool,
+                         regs: Optional[Mapping[int, int]] = None, level: int = 0,
+                         interrupted: bool = False) -> Frame:
+    """The Frame of a debugger's (or a core file's) frame, from `read(DWARF regnum)` -> value or None.
+
+    In a full frame (the topmost, or one a signal interrupted) every register is valid: the RA
+    register comes along, and so does every other register (`regs`, or read through `read` on
+    demand).  In an outer frame a debugger unwound, only PC, SP and FP are trusted.
+    """
+    ra = read(abi.ra) if full and abi.ra_in_register else None
+    if full:
+        regs = LazyRegisters(read) if regs is None else regs
+    else:
+        regs = {}
+    return Frame(pc=pc & MASK64, sp=read(abi.sp), fp=read(abi.fp), ra=ra, regs=regs, level=level,
+                 interrupted=interrupted)
+
+
 class _Stopped(Exception):
     """Internal: carries a Stop out of nested helpers."""
 
@@ -222,7 +272,7 @@ def _finish_ra(ctx, raw, mangled, pac_mask):
     """(pc, stripped?) from a recovered return address; a zero RA ends the walk."""
     if raw == 0:
         raise ctx.stop(StopReason.OUTERMOST, "return address is zero")
-    if ctx.abi.name.startswith("aarch64"):
+    if ctx.abi.pointer_auth:
         if mangled:
             return strip_pac(raw, pac_mask), True
     return raw, False
@@ -261,32 +311,32 @@ def _sframe_step(ctx, match, prev_cfa, pac_mask):
         if fp is None:
             fp = frame.fp
     return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp,
-                 ra=None if abi.name == "amd64" else raw, cfa=cfa, method=Method.SFRAME,
+                 ra=raw if abi.ra_in_register else None, cfa=cfa, method=Method.SFRAME,
                  ra_stripped=stripped, level=frame.level + 1, match=match)
 
 
 def _fp_step(ctx, prev_cfa, pac_mask, why):
-    """Frame-pointer chain: [FP] = caller's FP, [FP+8] = return address, CFA = FP+16."""
+    """Frame-pointer chain: [FP] = caller's FP, [FP + ptr] = return address, CFA = FP + 2 ptr."""
     frame, abi = ctx.frame, ctx.abi
-    if abi.name == "s390x":
-        raise ctx.stop(StopReason.NO_SFRAME, "%s, and s390x has no frame-pointer chain to fall back on" % why)
+    if not abi.fp_chain:
+        raise ctx.stop(StopReason.NO_SFRAME, "%s, and %s has no frame-pointer chain to fall back on" % (why, abi.name))
     fp = frame.fp
     if fp is None:
         raise ctx.stop(StopReason.NO_SFRAME, "%s, and FP is not known for the frame-pointer fallback" % why)
     if fp == 0:
         raise ctx.stop(StopReason.OUTERMOST, "frame pointer is zero (end of the frame-pointer chain)")
-    cfa = (fp + 16) & MASK64
+    cfa = (fp + abi.fp_chain_cfa_offset) & MASK64
     _check_cfa(ctx, cfa, prev_cfa, True)
-    raw = ctx.word(fp + 8)
+    raw = ctx.word(fp + abi.fp_chain_ra_offset)
     if raw == 0:
         raise ctx.stop(StopReason.OUTERMOST, "return address is zero")
     new_fp = ctx.word(fp)
     pc, stripped = raw, False
-    if abi.name.startswith("aarch64"):
+    if abi.pointer_auth:
         # Whether this function signs its LR is unknown here; stripping is harmless for user addresses.
         pc = strip_pac(raw, pac_mask)
         stripped = pc != raw
-    return Frame(pc=pc, sp=cfa, fp=new_fp, ra=None if abi.name == "amd64" else raw, cfa=cfa,
+    return Frame(pc=pc, sp=cfa, fp=new_fp, ra=raw if abi.ra_in_register else None, cfa=cfa,
                  method=Method.FRAME_POINTER, ra_stripped=stripped, level=frame.level + 1)
 
 
@@ -299,7 +349,7 @@ def _signal_step(ctx, lay):
         raise ctx.stop(StopReason.OUTERMOST, "signal frame holds a zero PC")
     if pc == frame.pc and sp == frame.sp:
         raise ctx.stop(StopReason.CFA_NOT_INCREASING, "signal frame restores this very frame (corrupt stack?)")
-    return Frame(pc=pc, sp=sp, fp=regs.get(abi.fp), ra=None if abi.name == "amd64" else regs.get(abi.ra),
+    return Frame(pc=pc, sp=sp, fp=regs.get(abi.fp), ra=regs.get(abi.ra) if abi.ra_in_register else None,
                  regs=regs, cfa=frame.sp, method=Method.SIGNAL, interrupted=True, level=frame.level + 1)
 
 
@@ -319,7 +369,7 @@ def _lookup(ctx, find, pc):
         return None, None
     try:
         match = index.lookup(pc)
-        if match is not None and _abi_info(index.abi).name != ctx.abi.name:
+        if match is not None and _abi_info(index.abi) != ctx.abi:
             raise SFrameError(4, "section is for %s, the frame is %s" % (_abi_info(index.abi).name, ctx.abi.name))
     except SFrameError as e:
         raise ctx.stop(StopReason.MALFORMED, str(e))
@@ -383,10 +433,8 @@ def step(frame, *, abi, read, find, topmost, prev_cfa=None, fp_fallback=False,
     full = topmost or frame.interrupted
     ctx = _Ctx(frame, abi, read, full)
     try:
-        # A return address points after the call: look up the call itself, or a call that ends
-        # a function (noreturn) would find the next function's rules.
         pc = frame.pc & MASK64
-        lookup_pc = pc if full or pc == 0 else pc - 1
+        lookup_pc = lookup_address(pc, not full)
         index, match = _lookup(ctx, find, lookup_pc)
         if match is None and lookup_pc != pc:
             # The signal trampoline may start a function: the handler "returns" to its first byte.
@@ -456,6 +504,43 @@ def with_callers(items):
             pairs[-1] = (pairs[-1][0], item)
         pairs.append((item, None))
     return pairs, stop
+
+
+class FrameRow(NamedTuple):
+    """One frame of a printed backtrace, with what is known only once its caller was unwound."""
+    frame: Frame
+    cfa: Optional[int]          # the frame's own CFA (None where the walk stopped)
+    match: Optional[object]     # the SFrame match that gave that CFA (None: not from SFrame)
+    trampoline: bool            # the caller came from a signal frame: this is the trampoline
+
+
+def frame_rows(items: Iterable[Union[Frame, Stop]]) -> Tuple[List[FrameRow], Optional[Stop]]:
+    """The frames of a walk as FrameRows, and the final Stop."""
+    pairs, stop = with_callers(items)
+    rows = []
+    for f, c in pairs:
+        if c is None:
+            rows.append(FrameRow(f, None, None, False))
+        else:
+            rows.append(FrameRow(f, c.cfa, c.match if c.method is Method.SFRAME else None,
+                                 c.method is Method.SIGNAL))
+    return rows, stop
+
+
+def rule_values(frame: Frame, *, abi, read, find, topmost: bool) -> Union[List[Tuple[str, int]], Stop]:
+    """[(what, value)] that the SFrame rules give in `frame` (CFA, RA, FP), or the Stop saying why not.
+
+    The unwinder's own step from the frame, so an outer frame's rules are those at its PC - 1.
+    """
+    res = step(frame, abi=abi, read=read, find=find, topmost=topmost)
+    if isinstance(res, Stop):
+        return res
+    out = [("CFA", res.cfa), ("RA", res.ra if res.ra is not None else res.pc)]
+    if res.ra_stripped:
+        out.append(("RA without its signature (caller's PC)", res.pc))
+    if res.fp is not None:
+        out.append(("FP", res.fp))
+    return out
 
 
 def backtrace(initial, **kwargs):

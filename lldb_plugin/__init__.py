@@ -61,6 +61,8 @@ def _find_pyelftools():
 
 def __lldb_init_module(debugger, internal_dict):
     if __name__ != "sframekit.lldb_plugin":
+        global __path__
+        __path__ = []          # this copy's modules are sframekit.lldb_plugin.*, never loaded twice
         _as_sframekit().__lldb_init_module(debugger, internal_dict)
         return
     if not _find_pyelftools():

@@ -13,12 +13,14 @@ import shlex
 import lldb
 
 from ..core import abi as abimod
-from ..core.adapter import (LoadedModule, ModuleTracker, file_identity, frame_line, frame_rows, frame_values,
-                          info_lines, lookup, lookup_lines, stop_line, values_lines, where_text)
+from ..core.modules import NotCovered, locate
+from ..core.text import frame_line, info_lines, lookup_lines, stop_line, values_lines, where_text
+from ..core.tracker import LoadedModule, ModuleTracker, file_identity
 from ..core.dump import dump
 from ..core.elf import ElfImage
 from ..core.errors import ElfError, SFrameError
-from ..core.unwind import DEFAULT_DEPTH_LIMIT, Frame, walk
+from ..core.unwind import (DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values,
+                           walk)
 
 INVALID = lldb.LLDB_INVALID_ADDRESS
 MASK64 = (1 << 64) - 1
@@ -84,28 +86,24 @@ def _sync(target):
     _TRACKER.sync(_loaded_modules(target))
 
 
+# LLDB's architecture names (the first part of the target triple) -> the core ABI.
+_LLDB_ARCHES = {
+    "x86_64": abimod.AMD64, "amd64": abimod.AMD64, "x86_64h": abimod.AMD64,
+    "aarch64": abimod.AARCH64_LE, "arm64": abimod.AARCH64_LE,
+    "aarch64_be": abimod.AARCH64_BE, "arm64_be": abimod.AARCH64_BE,
+    "s390x": abimod.S390X, "systemz": abimod.S390X,
+}
+
+
 def _abi(target):
     arch = (target.GetTriple() or "").split("-", 1)[0].lower()
-    if arch in ("x86_64", "amd64", "x86_64h"):
-        return abimod.AMD64
-    if arch in ("aarch64", "arm64"):
-        return abimod.AARCH64_LE
-    if arch in ("aarch64_be", "arm64_be"):
-        return abimod.AARCH64_BE
-    if arch in ("s390x", "systemz"):
-        return abimod.S390X
+    if arch in _LLDB_ARCHES:
+        return _LLDB_ARCHES[arch]
     for m in _TRACKER.modules.with_sframe():
         return abimod.info(m.index.abi)
     raise UserError("target architecture %r is not one SFrame describes (x86-64, AArch64, s390x)" % arch)
 
 
-# LLDB's names for registers whose DWARF name (core.abi) differs or that have aliases.
-_LLDB_NAMES = {
-    "amd64": {},
-    "aarch64": {29: ("fp", "x29"), 30: ("lr", "x30"), 31: ("sp",)},
-    "aarch64_be": {29: ("fp", "x29"), 30: ("lr", "x30"), 31: ("sp",)},
-    "s390x": {},
-}
 
 
 def _register(frame, names):
@@ -120,7 +118,8 @@ def _register(frame, names):
 
 
 def _regnames(abi, num):
-    return _LLDB_NAMES.get(abi.name, {}).get(num) or (abi.regname(num),)
+    """LLDB's names for a DWARF register: its aliases first (AArch64 fp, lr), then the DWARF name."""
+    return abi.aliases.get(num, ()) + (abi.regname(num),)
 
 
 def _frame_state(frame, abi, full):
@@ -128,23 +127,19 @@ def _frame_state(frame, abi, full):
     pc = frame.GetPC()
     if pc == INVALID:
         raise UserError("frame #%d has no PC" % frame.GetFrameID())
-    sp = _register(frame, _regnames(abi, abi.sp))
-    if sp is None:
-        sp = frame.GetSP()
-        if sp == INVALID:
-            raise UserError("frame #%d has no stack pointer" % frame.GetFrameID())
-    fp = _register(frame, _regnames(abi, abi.fp))
-    regs, ra = {}, None
-    if full:
-        for num in abi.regnames:
-            if num in (abi.sp, abi.fp) or (abi.name == "amd64" and num == abi.ra):
-                continue
-            v = _register(frame, _regnames(abi, num))
-            if v is not None:
-                regs[num] = v
-        if abi.name != "amd64":
-            ra = regs.get(abi.ra)
-    return Frame(pc=pc, sp=sp, fp=fp, ra=ra, regs=regs, level=frame.GetFrameID())
+
+    def read(num):
+        if not abi.is_register(num):
+            return None
+        value = _register(frame, _regnames(abi, num))
+        if value is None and num == abi.sp:
+            sp = frame.GetSP()
+            value = None if sp == INVALID else sp
+        return value
+    state = frame_from_registers(abi, pc, read, full=full, level=frame.GetFrameID())
+    if state.sp is None:
+        raise UserError("frame #%d has no stack pointer" % frame.GetFrameID())
+    return state
 
 
 def _reader(process):
@@ -155,6 +150,18 @@ def _reader(process):
             return None
         return data
     return read
+
+
+def _owner(target):
+    """owner(addr) for core.modules.locate: the path of the module LLDB says holds addr, or None."""
+    live = _live(target.GetProcess())
+
+    def owner(addr):
+        a = target.ResolveLoadAddress(addr) if live else target.ResolveFileAddress(addr)
+        if not a.IsValid() or not a.GetModule().IsValid():
+            return None
+        return a.GetModule().GetFileSpec().fullpath
+    return owner
 
 
 def _symbol_at(target, addr):
@@ -174,7 +181,7 @@ def _symbol_at(target, addr):
 
 def _where(target, pc, return_address=False):
     """'module`symbol + off' for a PC; a return address is symbolized by the call before it."""
-    modname, name, start = _symbol_at(target, (pc - 1) if return_address else pc)
+    modname, name, start = _symbol_at(target, lookup_address(pc, return_address))
     return where_text(modname, name, pc - start if start is not None else 0)
 
 
@@ -367,8 +374,8 @@ live process or a core file, the values the rules give there (CFA, RA, FP) follo
         addr = resolve_address(command, target, frame)
         _sync(target)
         try:
-            module, match = lookup(_TRACKER, addr)
-        except LookupError as exc:
+            module, match = locate(_TRACKER.modules, addr, _owner(target))
+        except NotCovered as exc:
             raise UserError(str(exc)) from None
         symbol = module.image.symbolize(match.fde.start, module.load_bias)
         if symbol is None:
@@ -380,8 +387,8 @@ live process or a core file, the values the rules give there (CFA, RA, FP) follo
             abi = _abi(target)
             topmost = frame.GetFrameID() == 0
             state = _frame_state(frame, abi, topmost)
-            values = values_lines(frame.GetFrameID(), frame_values(state, abi=abi, read=_reader(process),
-                                                                   find=_TRACKER.find, topmost=topmost))
+            values = values_lines(frame.GetFrameID(), rule_values(state, abi=abi, read=_reader(process),
+                                                                  find=_TRACKER.find, topmost=topmost))
         return lookup_lines(addr, module, match, symbol, values)
 
 
@@ -440,7 +447,7 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
         selected = thread.GetSelectedFrame().GetFrameID()
         start = initial.level
         shown = rows[:count] if count else rows
-        for fr, cfa, own in shown:
+        for fr, cfa, own, _trampoline in shown:
             lines.append(frame_line(fr.level, fr, cfa, _where(target, fr.pc, fr.level > start and not fr.interrupted),
                                     selected=fr.level == selected, own_match=own,
                                     initial_how="registers" if topmost else "LLDB's registers of frame #%d" % start))

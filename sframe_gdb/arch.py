@@ -4,30 +4,28 @@ GDB names registers its own way (x86-64 `rip`, s390x `pswa` for the PC); the cor
 register numbers.  An `Arch` maps between the two for one GDB architecture.
 """
 
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..core import abi as abimod
 
-# GDB architecture name -> (ABI family, PC register, SP, FP, RA register or None, extra PC names)
+# GDB architecture name -> (the core ABIs it runs, the first its default; PC register, SP, FP,
+# RA register or None, extra PC names).
 # s390x: GDB's PC is the pseudo register "pc", computed from the raw "pswa"; a Python unwinder's
 # saved registers are looked up by number without computing pseudo registers, so both are saved.
 _GDB_ARCHES = {
-    "i386:x86-64": ("amd64", "rip", "rsp", "rbp", None, ()),
-    "aarch64": ("aarch64", "pc", "sp", "x29", "x30", ()),
-    "s390:64-bit": ("s390x", "pswa", "r15", "r11", "r14", ("pc",)),
+    "i386:x86-64": ((abimod.AMD64,), "rip", "rsp", "rbp", None, ()),
+    "aarch64": ((abimod.AARCH64_LE, abimod.AARCH64_BE), "pc", "sp", "x29", "x30", ()),
+    "s390:64-bit": ((abimod.S390X,), "pswa", "r15", "r11", "r14", ("pc",)),
 }
-
-_ABIS = {"amd64": (abimod.AMD64,),
-         "aarch64": (abimod.AARCH64_LE, abimod.AARCH64_BE),
-         "s390x": (abimod.S390X,)}
 
 
 @dataclass
 class Arch:
     """One GDB architecture: its register names and (once known) the GDB types of those registers."""
     gdb_name: str
-    family: str
+    abis: tuple
     pc: str
     sp: str
     fp: str
@@ -41,15 +39,11 @@ class Arch:
             info = abimod.info(sframe_abi)
         except (KeyError, ValueError):
             return None
-        return info if info in _ABIS[self.family] else None
-
-    @property
-    def default_abi(self):
-        return _ABIS[self.family][0]
+        return info if info in self.abis else None
 
     def reg_name(self, abi, regnum):
         """GDB's name of DWARF register `regnum` (None for columns that are not registers)."""
-        if regnum == abi.ra and self.family == "amd64":
+        if not abi.is_register(regnum):
             return None           # x86-64's DWARF 16 is the return-address column, not a register
         return abi.regnames.get(regnum)
 
@@ -66,8 +60,8 @@ def reg_int(value, big_endian):
         raw = bytes(value.bytes)[:8]
         return int.from_bytes(raw, "big" if big_endian else "little")
     if t.code == gdb.TYPE_CODE_FLT and t.sizeof == 8:
-        import struct
-        return struct.unpack(">Q", struct.pack(">d", float(value)))[0]
+        import array
+        return int.from_bytes(array.array("d", [float(value)]).tobytes(), sys.byteorder)
     return int(value) & 0xFFFFFFFFFFFFFFFF
 
 
@@ -76,9 +70,23 @@ def lookup(gdb_arch_name):
     spec = _GDB_ARCHES.get(gdb_arch_name)
     if spec is None:
         return None
-    family, pc, sp, fp, ra, aliases = spec
-    return Arch(gdb_arch_name, family, pc, sp, fp, ra, aliases)
+    abis, pc, sp, fp, ra, aliases = spec
+    return Arch(gdb_arch_name, abis, pc, sp, fp, ra, aliases)
 
 
-def supported_names():
-    return sorted(_GDB_ARCHES)
+def register_reader(frame, arch, abi):
+    """read(DWARF regnum) -> value or None, for a gdb.Frame or gdb.PendingFrame (core.unwind's
+    frame_from_registers); registers GDB cannot read are None."""
+    big = abi.big_endian
+    plain = (arch.pc, arch.sp, arch.fp, arch.ra)     # integer registers: int() is the fast way
+
+    def read(regnum):
+        name = arch.reg_name(abi, regnum)
+        if name is None:
+            return None
+        try:
+            value = frame.read_register(name)
+            return int(value) & 0xFFFFFFFFFFFFFFFF if name in plain else reg_int(value, big)
+        except Exception:
+            return None
+    return read

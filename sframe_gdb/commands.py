@@ -7,7 +7,6 @@ import gdb
 
 from . import arch as archmod
 from . import dwarf
-from .unwinder import LazyRegs
 
 MASK64 = 0xFFFFFFFFFFFFFFFF
 _REGISTERED = []
@@ -107,32 +106,19 @@ def frame_arch(frame):
     return archmod.lookup(frame.architecture().name())
 
 
-def frame_values(plugin, frame, ms, match):
+def frame_values(frame, ms, module):
     """[(what, value)] of the selected frame from SFrame (CFA, RA, FP), or a Stop."""
-    from ..core import adapter
-    from ..core.unwind import Frame
+    from ..core.unwind import frame_from_registers, rule_values
     a = frame_arch(frame)
     if a is None:
         return None
-    index = match[0]
-    abi = a.abi_for(index.abi)
+    abi = a.abi_for(module.index.abi)
     if abi is None:
         return None
-    level = frame.level()
-    top = level == 0
-
-    def reg(name):
-        if name is None:
-            return None
-        try:
-            return archmod.reg_int(frame.read_register(name), abi.big_endian)
-        except gdb.error:
-            return None
+    top = frame.level() == 0
     inferior = gdb.selected_inferior()
-    f = Frame(pc=int(frame.pc()) & MASK64, sp=reg(a.sp), fp=reg(a.fp), ra=reg(a.ra) if top else None,
-              regs=LazyRegs(frame, a, abi) if top else {})
-    return adapter.frame_values(f, abi=abi, read=lambda addr, n: inferior.read_memory(addr, n), find=ms.find,
-                                topmost=top)
+    f = frame_from_registers(abi, int(frame.pc()), archmod.register_reader(frame, a, abi), full=top)
+    return rule_values(f, abi=abi, read=lambda addr, n: inferior.read_memory(addr, n), find=ms.find, topmost=top)
 
 
 # -- settings ---------------------------------------------------------------------------------------
@@ -310,34 +296,25 @@ selected frame of a running program, also the values the rules give there."""
             gdb.write("%d other objfile%s without SFrame.\n" % (without, "" if without == 1 else "s"))
 
     def _address(self, arg):
-        from ..core import adapter
+        from ..core import text
+        from ..core.modules import NotCovered, locate
         addr = parse_address(arg, "info sframe")
-        ms = self.plugin.tracker.current()
-        found = ms.find(addr) if ms is not None else None
-        if found is None:
-            where = objfile_name_at(addr)
-            if where is None:
-                raise gdb.GdbError("No SFrame information covers %#x: it is not in any loaded objfile." % addr)
-            m = self.plugin.tracker.modules().by_path(where)
-            if m is not None and m.index is not None:
-                raise gdb.GdbError("No SFrame information covers %#x: it lies outside the SFrame range of %s."
-                                   % (addr, where))
-            raise gdb.GdbError("No SFrame information covers %#x: %s has no .sframe section." % (addr, where))
-        index, module = found
-        match = index.lookup(addr)
-        if match is None:
-            raise gdb.GdbError("No SFrame information covers %#x: no FDE of %s's .sframe contains it."
-                               % (addr, module.path))
-        lines = adapter.lookup_lines(addr, module, match, symbol_at(match.fde.start),
-                                     self._unwinder_lines(addr, ms, module) + self._values(addr, ms, found))
+        tracker = self.plugin.tracker
+        ms = tracker.current()
+        try:
+            module, match = locate(ms if ms is not None else tracker.modules(), addr, objfile_name_at, "objfile")
+        except NotCovered as exc:
+            raise gdb.GdbError(str(exc)) from None
+        lines = text.lookup_lines(addr, module, match, symbol_at(match.fde.start),
+                                  self._unwinder_lines(addr, ms, module) + self._values(addr, ms, module))
         gdb.write("\n".join(lines) + "\n")
 
     def _unwinder_lines(self, addr, ms, module):
         """What DWARF CFI GDB has at ADDR, and which unwinder takes a frame there in the current mode."""
         from ..core.policy import Mode, choose
-        at, note = addr, ""
-        if _is_callers_pc(addr):
-            at, note = addr - 1, " (at %#x - 1: a caller's frame is looked up at its return address - 1)" % addr
+        from ..core.unwind import lookup_address
+        at = lookup_address(addr, _is_callers_pc(addr))
+        note = "" if at == addr else " (at %#x - 1: a caller's frame is looked up at its return address - 1)" % addr
         cfi = ms.cfi_find(module, at)
         mode = self.plugin.mode
         choice = choose(mode, dwarf.enabled(), lambda: cfi)
@@ -350,8 +327,8 @@ selected frame of a running program, also the values the rules give there."""
         return ["DWARF CFI: %s%s" % (cfi if cfi is not None else "none covers %#x" % at, note),
                 "Unwinder: %s (%s)" % (who, choice.reason)]
 
-    def _values(self, addr, ms, found):
-        from ..core import adapter
+    def _values(self, addr, ms, module):
+        from ..core import text
         if not _has_registers():
             return []
         frame = gdb.selected_frame()
@@ -360,10 +337,10 @@ selected frame of a running program, also the values the rules give there."""
                 return []
         except gdb.error:
             return []
-        vals = frame_values(self.plugin, frame, ms, found)
+        vals = frame_values(frame, ms, module)
         if vals is None:
             return []
-        return adapter.values_lines(frame.level(), vals)
+        return text.values_lines(frame.level(), vals)
 
 
 # -- sframe prefix and sframe verify -----------------------------------------------------------------

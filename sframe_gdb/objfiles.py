@@ -67,7 +67,6 @@ class Tracker:
         self._sections = None      # cached parse_sections() of the current program space
         self._current_ps = None
         self._current = None       # ModuleSet of _current_ps if anything in it has SFrame
-        self._connected = []
 
     # -- objfiles -------------------------------------------------------------------------
 
@@ -275,15 +274,6 @@ class Tracker:
             except Exception as exc:
                 self.log("%s event: %s" % (name, exc))
         registry.connect(handler)
-        self._connected.append((registry, handler))
-
-    def disconnect(self):
-        for registry, handler in self._connected:
-            try:
-                registry.disconnect(handler)
-            except Exception:
-                pass
-        self._connected = []
 
 
 def _valid(objfile):

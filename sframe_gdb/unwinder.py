@@ -20,14 +20,15 @@ from . import arch as archmod
 from . import dwarf
 
 # The core is imported on first use, so that sourcing the plugin stays cheap.
-Frame = Method = Stop = StopReason = step = sigframe = None
+frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = None
 
 
 def _import_core():
-    global Frame, Method, Stop, StopReason, step, sigframe
+    global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe
     from ..core import sigframe as _sigframe
-    from ..core.unwind import Frame as _F, Method as _M, Stop as _S, StopReason as _SR, step as _step
-    Frame, Method, Stop, StopReason, step, sigframe = _F, _M, _S, _SR, _step, _sigframe
+    from ..core import unwind as _u
+    frame_from_registers, lookup_address = _u.frame_from_registers, _u.lookup_address
+    Method, Stop, StopReason, step, sigframe = _u.Method, _u.Stop, _u.StopReason, _u.step, _sigframe
 
 if hasattr(gdb.unwinder, "FrameId"):                 # GDB 14 and later
     FrameId = gdb.unwinder.FrameId
@@ -44,31 +45,6 @@ MASK64 = 0xFFFFFFFFFFFFFFFF
 
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2
-
-
-class LazyRegs:
-    """Registers of a topmost or interrupted frame, read from the pending frame on demand (core's
-    Frame.regs mapping: DWARF number -> value or None)."""
-    __slots__ = ("_pf", "_arch", "_abi", "_cache")
-
-    def __init__(self, pf, arch, abi):
-        self._pf = pf
-        self._arch = arch
-        self._abi = abi
-        self._cache = {}
-
-    def get(self, regnum, default=None):
-        if regnum in self._cache:
-            return self._cache[regnum]
-        name = self._arch.reg_name(self._abi, regnum)
-        value = default
-        if name is not None:
-            try:
-                value = archmod.reg_int(self._pf.read_register(name), self._abi.big_endian)
-            except Exception:
-                value = default
-        self._cache[regnum] = value
-        return value
 
 
 class SFrameUnwinder(gdb.unwinder.Unwinder):
@@ -201,7 +177,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 return None
         found = ms.find(pc)
         if found is None and level > 0:
-            found = ms.find(pc - 1)
+            found = ms.find(lookup_address(pc, True))
         if found is None:
             self._note(level, DECLINED, pc)
             if plugin.debug:
@@ -218,7 +194,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         full = known is None and self._full(level, arch, abi)
         if auto:
             # GDB looks a frame's CFI up at its address in the block: PC - 1 for a caller.
-            addr = pc if level == 0 or full else pc - 1
+            addr = lookup_address(pc, not (level == 0 or full))
             choice = choose(plugin.mode, self.dwarf_enabled(), lambda: ms.cfi_find(module, addr))
             if choice.cfi is not None and ms.cfi_find(module, pc - 1 if addr == pc else pc) is not None:
                 if len(self._cfi_both) >= 65536:      # bounded in a long session
@@ -230,15 +206,14 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                     plugin.log("frame #%d: pc %#x: left to GDB's unwinders: %s%s" % (
                         level, pc, choice.reason, " (%s)" % choice.cfi if choice.cfi else ""))
                 return None
-        if known is not None:
-            ra = None
-        else:
-            sp = int(pf.read_register(arch.sp)) & MASK64
-            fp = _reg_or_none(pf, arch.fp)
-            ra = _reg_or_none(pf, arch.ra) if (full and arch.ra) else None
-        frame = Frame(pc=pc, sp=sp, fp=fp, ra=ra,
-                      regs=LazyRegs(pf, arch, abi) if full else {},
-                      interrupted=full and level > 0)
+        read = {abi.sp: known[1], abi.fp: known[2]}.get if known is not None \
+            else archmod.register_reader(pf, arch, abi)
+        frame = frame_from_registers(abi, pc, read, full=full, interrupted=full and level > 0)
+        sp = frame.sp
+        if sp is None:
+            self._note(level, DECLINED, pc)
+            plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
+            return None
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0)
         if isinstance(res, Stop):
             if res.reason is StopReason.OUTERMOST:
@@ -293,15 +268,6 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if t is None:
             t = arch.types[name] = pf.read_register(name).type
         ui.add_saved_register(name, gdb.Value((value & MASK64).to_bytes(t.sizeof, order), t))
-
-
-def _reg_or_none(pf, name):
-    if name is None:
-        return None
-    try:
-        return int(pf.read_register(name)) & MASK64
-    except Exception:
-        return None
 
 
 def _level(pf):

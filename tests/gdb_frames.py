@@ -45,7 +45,7 @@ def _cfa(frame, level):
 
 def _sframe_levels():
     try:
-        import sframe_gdb.plugin as p
+        import sframekit.sframe_gdb.plugin as p
     except ImportError:
         return {}
     plugin = p.current()

@@ -95,7 +95,7 @@ def test_errors_are_one_line_on_stderr(tmp_path, frames):
         (("lookup", tmp_path / "missing", "0x10"), "no such file"),
         (("dump", text), "not an ELF file"),
         (("dump", "/bin/true"), "no SFrame section"),
-        (("lookup", b.path, "0x10"), "address 0x10 is not covered by SFrame data"),
+        (("lookup", b.path, "0x10"), "No SFrame information covers 0x10: it lies outside the SFrame range of"),
         (("lookup", b.path, "no_such_symbol+4"), "cannot parse address 'no_such_symbol+4'"),
         (("dump", tmp_path), "is a directory"),
     ]

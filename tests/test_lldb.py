@@ -608,8 +608,10 @@ def test_lookup_matches_cli_and_values(key, corpus, sessions):
             check_lookup_matches_cli(block, "%s %s frame %d" % (s.name, tag, f[0]))
             checked += 1
         else:
-            assert len(block.err) == 1 and "is not covered by SFrame data" in block.err[0], block.err
-            assert ("no FDE of" if f[3] in own else "no loaded module with SFrame") in block.err[0]
+            assert len(block.err) == 1 and "No SFrame information covers %#x: " % f[1] in block.err[0], block.err
+            why = (r"no FDE of \S+'s \.sframe contains it\.|it lies outside the SFrame range of \S+\." if f[3] in own
+                   else r"\S+ has no \.sframe section\.|it is not in any loaded module\.")
+            assert re.search(r": (%s)$" % why, block.err[0]), block.err
     assert checked >= 2
     # From frame 1: LLDB's registers there; the values are frame 1's CFA and frame 2's PC.
     up, last = s.sframe_bt(tag + "-up-sbt")
@@ -837,7 +839,7 @@ def test_module_cache_info_and_dump(lldb, corpus, work):
     index built, the executable's kept); a relaunch at the same addresses keeps both; dump prints
     what `sframe dump FILE` prints."""
     b = corpus.get("sid" if lldb == 21 else "host", "dlopen", "O2-nofp")
-    state = "probe eval %s " + "__import__('lldb_plugin.commands').commands._TRACKER.builds"
+    state = "probe eval %s " + "__import__('sframekit.lldb_plugin.commands').lldb_plugin.commands._TRACKER.builds"
     lines = ["target create %s" % b.path,
              "probe run noproc-info sframe info",
              "probe run noproc-lookup sframe lookup call_library",
@@ -913,11 +915,11 @@ def test_loading_help_and_errors(lldb, corpus, work):
         assert re.search(r"^\s+%s\s+--" % sub, helptext, re.M), helptext
     assert "-c COUNT" in s.block("help-bt").text
     expect = {"noproc": "no target", "noproc2": "no stopped process",
-              "badaddr": "cannot evaluate 'no_such_symbol_here'", "nocover": "is not covered by SFrame data",
+              "badaddr": "cannot evaluate 'no_such_symbol_here'", "nocover": "No SFrame information covers",
               "noargs": "an address is needed", "badopt": "unknown option -x", "badcount": "bad value 'zero' for -c",
               "badthread": "no thread #99", "extra": "unexpected argument 'now'",
               "badmod": "no loaded module 'libnothing.so'", "nosf": "no SFrame section",
-              "infoargs": "takes no arguments", "regs": "is not covered by SFrame data",
+              "infoargs": "takes no arguments", "regs": "No SFrame information covers",
               "flagvalue": "option -f takes no value"}
     for tag, text in expect.items():
         blk = s.block(tag)

@@ -755,7 +755,7 @@ def test_signal_frame_topmost_inside_trampoline(name, sabi, abi, lay):
 def test_signal_frame_by_symbol(name, sabi, abi, lay):
     mem = Mem(abi.big_endian)                 # trampoline code not readable (e.g. a core file)
     write_sigframe(mem, abi, lay, STACK, INTR_PC, {abi.sp: STACK + 0x2000, abi.fp: 0xF00D})
-    names = {v: k for k, v in sigframe.SYMBOLS[abi.name].items()}
+    names = {v: k for k, v in abi.sigframe_symbols.items()}
     sym = {TRAMP: names[lay]}.get
     res = run(Frame(TRAMP, STACK, 0), abi, mem, no_module, topmost=False, symbol=sym)
     assert (res.pc, res.sp, res.fp, res.method) == (INTR_PC, STACK + 0x2000, 0xF00D, Method.SIGNAL)

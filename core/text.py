@@ -1,0 +1,87 @@
+"""Printed text shared by the `sframe` command line and both debugger adapters, so that
+`sframe lookup`, GDB's `info sframe` and LLDB's `sframe lookup`/`sframe bt` say the same things."""
+
+from .describe import describe_match, section_line
+from .unwind import Stop, StopReason
+
+MASK64 = (1 << 64) - 1
+
+
+def values_lines(level, values):
+    """'Values in frame #N:' and one line per value, or why there are none."""
+    if isinstance(values, Stop):
+        return ["Values in frame #%d: none (%s)" % (level, values.message)]
+    return ["Values in frame #%d:" % level] + ["  %s = %#x" % (what, v) for what, v in values]
+
+
+def hexaddr(v, width=16):
+    return "0x%0*x" % (width, v & MASK64)
+
+
+def frame_line(number, frame, cfa, where, selected=False, own_match=None, initial_how="registers"):
+    """LLDB-style 'frame #N: 0x... module`symbol + off', how the frame was found, and its CFA.
+
+    `own_match` is the SFrame match of the frame's own PC that gave its CFA (None if the CFA came
+    from elsewhere or is unknown).
+    """
+    how = initial_how if frame.method is None else frame.method.value
+    if frame.ra_stripped:
+        how += ", RA signature stripped"
+    if cfa is None:
+        cfa_text = "CFA unknown"
+    else:
+        cfa_text = "CFA %s" % hexaddr(cfa, 0)
+        if own_match is not None:
+            cfa_text += " (FDE %d)" % own_match.fde.index
+    return "  %s frame #%d: %s %s  [%s]  %s" % ("*" if selected else " ", number, hexaddr(frame.pc), where, how,
+                                              cfa_text)
+
+
+def stop_line(stop, where=None):
+    """The final 'Backtrace stopped: ...' line, with the symbol of the frame it stopped at."""
+    text = "  " + stop.message
+    if where and stop.reason is not StopReason.DEPTH_LIMIT:
+        text += " (in %s)" % where
+    return text
+
+
+def where_text(module, symbol, offset):
+    """'module`symbol + off' like LLDB, or what of it is known."""
+    mod = module or "??"
+    if not symbol:
+        return "%s`???" % mod
+    return "%s`%s%s" % (mod, symbol, " + %d" % offset if offset else "")
+
+
+def section_summary(module):
+    """'Section: ...' line of a module with SFrame (addresses as loaded)."""
+    h = module.index.header
+    return "Section: %s at %#x, %s, %d FDEs, %d FREs" % (
+        module.section_name, module.section_addr, section_line(h), h.num_fdes, h.num_fres)
+
+
+def lookup_lines(addr, module, match, symbol=None, values=None):
+    """The `sframe lookup` text, line for line GDB's `info sframe ADDR`: address, section, the
+    describe_match lines and, for the selected frame's PC, values_lines."""
+    lines = ["Address: %#x in %s" % (addr, module.path), section_summary(module)]
+    lines.extend(describe_match(match, module.index, symbol))
+    lines.extend(values or ())
+    return lines
+
+
+def info_lines(modules):
+    """`sframe info`: one block per module with SFrame, then the modules whose SFrame is unusable."""
+    good = [m for m in modules if m.index is not None]
+    bad = [m for m in modules if m.index is None and m.error]
+    lines = ["%d loaded module%s with SFrame%s" % (len(good), "" if len(good) == 1 else "s",
+                                                    ":" if good else ".")]
+    for m in sorted(good, key=lambda m: m.range[0]):
+        lo, hi = m.range
+        lines.append("  %s" % m.path)
+        lines.append("    %s" % section_summary(m))
+        lines.append("    functions %#x-%#x, load bias %#x" % (lo, hi, m.load_bias))
+    if bad:
+        lines.append("Modules with an SFrame section that cannot be used:")
+        for m in bad:
+            lines.append("  %s: %s" % (m.path, m.error))
+    return lines
