@@ -10,7 +10,6 @@ import sys
 import time
 
 from common import REPO, in_sid, many_functions_binary, median_time
-
 from sframekit.core import format as F
 from sframekit.core.dump import dump
 from sframekit.core.elf import ElfImage

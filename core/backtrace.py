@@ -21,6 +21,7 @@ module's PLT relocations.
 import os
 import signal as _signal
 import sys
+
 from .corefile import CoreFile
 from .elf import ElfImage
 from .errors import ElfError

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from .errors import CfiError
+from .format import MASK64
 
 # DW_EH_PE_* pointer encodings (the LSB spec's .eh_frame format): the value format in the low
 # nibble, what it is relative to in bits 4-6, an indirection flag, and "omitted".
@@ -30,7 +31,6 @@ PE_PCREL, PE_TEXTREL, PE_DATAREL, PE_FUNCREL, PE_ALIGNED = 0x10, 0x20, 0x30, 0x4
 _FIXED = {PE_UDATA2: "H", PE_UDATA4: "I", PE_UDATA8: "Q", PE_SDATA2: "h", PE_SDATA4: "i", PE_SDATA8: "q"}
 
 EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME = ".eh_frame", ".eh_frame_hdr", ".debug_frame"
-MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,11 @@ from . import format as F
 from .errors import SFrameError
 from .records import FDE, FRE, Header
 
-_WORD_CODES = {1: "b", 2: "h", 4: "i"}
-_START_CODES = {F.FREType.ADDR1: "B", F.FREType.ADDR2: "H", F.FREType.ADDR4: "I"}
 # Plain ints for the per-FRE loop (enum lookups cost more than the decoding itself).
 _MAX_FDE_TYPE = max(F.FDEType)
 _MAX_FRE_TYPE = max(F.FREType)
-_WORD_BYTES = (1, 2, 4)          # by data-word size code; code 3 is invalid
+_START_BYTES = tuple(F.FRE_START_SIZE[t] for t in F.FREType)
+_DATA_BYTES = F.FRE_DATA_BYTES
 
 
 def parse_header(data):
@@ -27,14 +26,15 @@ def parse_header(data):
     n = len(data)
     if n < F.HEADER_SIZE:
         raise SFrameError(0, "section is %d bytes, shorter than the %d-byte SFrame header" % (n, F.HEADER_SIZE))
-    magic = struct.unpack_from("<H", data, 0)[0]
+    magic = struct.unpack_from("<" + F.MAGIC_FORMAT, data, 0)[0]
     if magic == F.MAGIC:
         e = "<"
-    elif magic == 0xE2DE:
+    elif magic == F.MAGIC_SWAPPED:
         e = ">"
     else:
         raise SFrameError(0, "bad magic %#06x (expected 0xdee2 in either byte order)" % magic)
-    version, flags, abi, fixed_fp, fixed_ra, auxlen = struct.unpack_from(e + "BBBbbB", data, 2)
+    version, flags, abi, fixed_fp, fixed_ra, auxlen = struct.unpack_from(e + F.HEADER_FIELDS_FORMAT, data,
+                                                                           F.HEADER_FIELDS_AT)
     if version not in (1, 2, 3):
         raise SFrameError(2, "unknown version %d (known: 1, 2, 3)" % version)
     unknown = flags & ~int(F.ALLOWED_FLAGS[version]) & 0xFF
@@ -48,7 +48,8 @@ def parse_header(data):
     if abi_big != (e == ">"):
         raise SFrameError(0, "magic says %s-endian but ABI %s is %s-endian" % (
             "big" if e == ">" else "little", abi.name, "big" if abi_big else "little"))
-    num_fdes, num_fres, fre_len, fdeoff, freoff = struct.unpack_from(e + "5I", data, 8)
+    num_fdes, num_fres, fre_len, fdeoff, freoff = struct.unpack_from(e + F.HEADER_COUNTS_FORMAT, data,
+                                                                     F.HEADER_COUNTS_AT)
     hsize = F.HEADER_SIZE + auxlen
     if hsize > n:
         raise SFrameError(7, "auxiliary header of %d bytes runs past the end of the %d-byte section" % (auxlen, n))
@@ -87,11 +88,20 @@ class Section:
         self.fre_end = self.fre_base + h.fre_len
         self.pcrel = h.has(F.Flag.FDE_FUNC_START_PCREL)
         e = h.endian
-        self._start_fmt = struct.Struct(e + ("q" if h.version == 3 else "i"))
-        self._fde_fmt = struct.Struct(e + {1: "iIIIB", 2: "iIIIBBH", 3: "qII"}[h.version])
-        self._attr_fmt = struct.Struct(e + "HBBB")
+        self._start_fmt = struct.Struct(e + F.FDE_START_FORMAT[h.version])
+        self._fde_fmt = struct.Struct(e + F.FDE_FORMAT[h.version])
+        self._attr_unpack = struct.Struct(e + F.V3_ATTR_FORMAT).unpack_from
+        self._v3 = h.version == 3
+        self._fre_len = h.fre_len
+        self._fres_at = self.fre_base + (F.V3_ATTR_SIZE if self._v3 else 0)   # + fre_off: an FDE's first FRE
+        self._start_readers = tuple(_reader(self.data, e + F.FRE_START_FORMAT[t]) for t in F.FREType)
+        self._words = {}          # info byte -> unpacker of its data words
         self._fde_size = h.fde_size
         self._starts = self._start_view()
+        # Section.walk's constants, bound once: single-FDE look-ups pay its set-up on every call.
+        self._walk_consts = (self.data, self.fre_base, h.fre_len, self._fres_at, self.fre_end, self._v3,
+                             h.version >= 2, section_addr, self.pcrel, self._fde_fmt.unpack_from, self._attr_unpack,
+                             self._start_readers, h.fde_size, h.num_fdes, h.num_fres, self.fde_base)
 
     def _start_view(self):
         """A zero-copy view of the raw start fields (element stride), when the layout allows one.
@@ -104,7 +114,8 @@ class Section:
         h = self.header
         if h.version == 1 or h.big_endian != (sys.byteorder == "big"):
             return None
-        code, width = ("q", 8) if h.version == 3 else ("i", 4)
+        code = F.FDE_START_FORMAT[h.version]
+        width = struct.calcsize(code)
         n = h.num_fdes * h.fde_size
         if n == 0:
             return None
@@ -164,86 +175,148 @@ class Section:
         return lo
 
     def fde(self, i):
-        h = self.header
-        if not 0 <= i < h.num_fdes:
+        if not 0 <= i < self.header.num_fdes:
             raise IndexError(i)
-        off = self.fde_base + i * h.fde_size
-        vals = self._fde_fmt.unpack_from(self.data, off)
-        start_field, size, fre_off = vals[0], vals[1], vals[2]
-        start = self.section_addr + (off if self.pcrel else 0) + start_field
-        info2 = rep = pad = 0
-        if h.version == 3:
-            attr = self.fre_base + fre_off
-            if fre_off > h.fre_len or fre_off + F.V3_ATTR_SIZE > h.fre_len:
-                raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns fre_len %#x"
-                                  % (i, fre_off, h.fre_len))
-            num_fres, info, info2, rep = self._attr_fmt.unpack_from(self.data, attr)
-            info_off, rep_off = attr + 2, attr + 4
-            ftype = info2 & F.FDE_INFO2_TYPE_MASK
-            if ftype > _MAX_FDE_TYPE:
-                raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, ftype))
-        else:
-            num_fres, info = vals[3], vals[4]
-            info_off, rep_off = off + 16, off + 17
-            if h.version == 2:
-                rep, pad = vals[5], vals[6]
-            if fre_off > h.fre_len:
-                raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x" % (i, fre_off, h.fre_len))
-        if info & F.FDE_INFO_FRE_TYPE_MASK > _MAX_FRE_TYPE:
-            raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, info & F.FDE_INFO_FRE_TYPE_MASK))
-        if (info >> F.FDE_INFO_PCTYPE_BIT) & 1 and h.version >= 2 and rep == 0:
-            raise SFrameError(rep_off, "FDE %d: PC type MASK with repetition block size 0" % i)
-        return FDE(i, off, start_field, start, size, fre_off, num_fres, info, info2, rep, pad)
+        return FDE(*next(self.walk(i, i + 1, False))[:-1])
 
     def fres_start(self, fde):
         """Byte offset in the section of FDE's first FRE."""
-        return self.fre_base + fde.fre_off + (F.V3_ATTR_SIZE if self.header.version == 3 else 0)
+        return self._fres_at + fde.fre_off
+
+    def raw_fres(self, fde):
+        """[(offset, start, info and data-word bytes)] of one FDE's FREs, checked as `walk` checks them."""
+        return next(self.walk(fde.index, fde.index + 1, known=fde))[-1]
 
     def fres(self, fde):
         """Decode all FREs of one FDE (a tuple), checking bounds, order and widths."""
-        data = self.data
-        e = self.header.endian
-        pos = self.fres_start(fde)
-        end = self.fre_end
-        stype = fde.fre_type
-        ssize = F.FRE_START_SIZE[stype]
-        if fde.num_fres * (ssize + 1) > end - pos:
-            raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
-                              % (fde.index, fde.num_fres, max(end - pos, 0)))
-        sfmt = e + _START_CODES[stype]
-        out = []
-        prev = -1
-        for k in range(fde.num_fres):
-            fre_off = pos
-            if pos + ssize + 1 > end:
-                raise SFrameError(pos, "FDE %d: FRE %d overruns fre_len" % (fde.index, k))
-            start = struct.unpack_from(sfmt, data, pos)[0]
-            info = data[pos + ssize]
-            pos += ssize + 1
-            wcode = (info >> F.FRE_INFO_SIZE_SHIFT) & F.FRE_INFO_SIZE_MASK
-            if wcode > 2:
-                raise SFrameError(pos - 1, "FDE %d: FRE %d has invalid data-word size code %d" % (fde.index, k, wcode))
-            wsize = _WORD_BYTES[wcode]
+        return tuple(self._fre(off, start, raw) for off, start, raw in self.raw_fres(fde))
+
+    def _fre(self, off, start, raw):
+        info = raw[0]
+        unpack = self._words.get(info)
+        if unpack is None:
             count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
-            if pos + count * wsize > end:
-                raise SFrameError(fre_off, "FDE %d: FRE %d's %d data words overrun fre_len" % (fde.index, k, count))
-            words = struct.unpack_from("%s%d%s" % (e, count, _WORD_CODES[wsize]), data, pos) if count else ()
-            pos += count * wsize
-            if start > fde.size:
-                raise SFrameError(fre_off, "FDE %d: FRE %d starts at %#x, beyond the function size %#x"
-                                  % (fde.index, k, start, fde.size))
-            if start <= prev:
-                raise SFrameError(fre_off, "FDE %d: FRE %d start %#x does not increase (previous %#x)"
-                                  % (fde.index, k, start, prev))
-            prev = start
-            out.append(FRE(fre_off, start, info, words))
-        return tuple(out)
+            wsize = F.FRE_DATA_BYTES[info] // count if count else 1
+            fmt = struct.Struct("%s%d%s" % (self.header.endian, count, F.DATAWORD_FORMAT[wsize]))
+            unpack = self._words[info] = fmt.unpack_from
+        return FRE(off, start, info, unpack(raw, 1))
 
+    def walk(self, first=0, stop=None, fres=True, known=None):
+        """The FDEs first..stop-1, each as a plain tuple of the FDE record's fields followed by its raw
+        FREs: the one loop over the records' bytes, and so the one place their bounds, types and
+        order are checked (a plain tuple: the dump makes no FDE record).
 
+        The raw FREs are [(offset, start, info and data-word bytes)], or None without `fres`.  A walk
+        over the whole section with its FREs also checks the FDE order (when flagged sorted) and the
+        FRE total.  `known`: the FDE first, already decoded (its FREs only are walked).
+        """
+        (data, fre_base, fre_len, fres_at, end, v3, mask_rep_checked, addr, pcrel, unpack, attr_unpack, readers,
+         fde_size, num_fdes, num_fres, fde_base) = self._walk_consts
+        off = fde_base + first * fde_size
+        whole = fres and first == 0 and stop is None
+        sorted_flag = whole and self.header.has(F.Flag.FDE_SORTED)
+        total = 0
+        prev_start = None
+        for i in range(first, num_fdes if stop is None else stop):
+            if known is None:
+                vals = unpack(data, off)
+                start_field, size, fre_off = vals[0], vals[1], vals[2]
+                start = addr + (off if pcrel else 0) + start_field
+                if v3:
+                    if fre_off + F.V3_ATTR_SIZE > fre_len:
+                        raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns fre_len %#x"
+                                          % (i, fre_off, fre_len))
+                    attr = fre_base + fre_off
+                    num, info, info2, rep = attr_unpack(data, attr)
+                    pad = 0
+                    if info2 & F.FDE_INFO2_TYPE_MASK > _MAX_FDE_TYPE:
+                        raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, info2 & F.FDE_INFO2_TYPE_MASK))
+                    info_off = attr + 2
+                else:
+                    num, info = vals[3], vals[4]
+                    info2 = 0
+                    rep, pad = (vals[5], vals[6]) if mask_rep_checked else (0, 0)
+                    if fre_off > fre_len:
+                        raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x" % (i, fre_off, fre_len))
+                    info_off = off + 16
+                stype = info & F.FDE_INFO_FRE_TYPE_MASK
+                if stype > _MAX_FRE_TYPE:
+                    raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, stype))
+                if rep == 0 and (info >> F.FDE_INFO_PCTYPE_BIT) & 1 and mask_rep_checked:
+                    raise SFrameError(info_off + 2 if v3 else off + 17,
+                                      "FDE %d: PC type MASK with repetition block size 0" % i)
+            else:              # a decoded FDE (Section.fres): its checks were made when it was decoded
+                i, off, start_field, start, size, fre_off, num, info, info2, rep, pad = known
+                stype = info & F.FDE_INFO_FRE_TYPE_MASK
+            if not fres:
+                yield i, off, start_field, start, size, fre_off, num, info, info2, rep, pad, None
+                off += fde_size
+                continue
+            pos = fres_at + fre_off
+            ssize = _START_BYTES[stype]
+            if num * (ssize + 1) > end - pos:
+                raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
+                                  % (i, num, max(end - pos, 0)))
+            read_start = readers[stype]
+            out = []
+            prev = -1
+            for _ in range(num):
+                q = pos + ssize
+                if q >= end:
+                    self._bad_fre(i, stype, size, len(out), pos, prev)
+                n = _DATA_BYTES[data[q]]
+                if n is None:
+                    self._bad_fre(i, stype, size, len(out), pos, prev)
+                r = q + 1 + n
+                fre_start = read_start(pos)
+                if r > end or fre_start > size or fre_start <= prev:
+                    self._bad_fre(i, stype, size, len(out), pos, prev)
+                out.append((pos, fre_start, data[q:r]))
+                prev = fre_start
+                pos = r
+            if whole:
+                total += num
+                if total > num_fres:
+                    raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % num_fres)
+                if sorted_flag and prev_start is not None and start < prev_start:
+                    raise SFrameError(off, "FDE %d starts at %#x, before FDE %d (%#x), though the section is "
+                                           "flagged sorted" % (i, start, i - 1, prev_start))
+                prev_start = start
+            yield i, off, start_field, start, size, fre_off, num, info, info2, rep, pad, out
+            off += fde_size
+        if whole and total != num_fres:
+            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (total, num_fres))
+
+    def _bad_fre(self, i, stype, size, k, pos, prev):
+        """Raise the error of FDE i's FRE k at pos, which failed walk's checks (the slow path)."""
+        end, data = self.fre_end, self.data
+        ssize = _START_BYTES[stype]
+        if pos + ssize + 1 > end:
+            raise SFrameError(pos, "FDE %d: FRE %d overruns fre_len" % (i, k))
+        info = data[pos + ssize]
+        n = F.FRE_DATA_BYTES[info]
+        if n is None:
+            raise SFrameError(pos + ssize, "FDE %d: FRE %d has invalid data-word size code %d"
+                              % (i, k, (info >> F.FRE_INFO_SIZE_SHIFT) & F.FRE_INFO_SIZE_MASK))
+        if pos + ssize + 1 + n > end:
+            count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
+            raise SFrameError(pos, "FDE %d: FRE %d's %d data words overrun fre_len" % (i, k, count))
+        start = self._start_readers[stype](pos)
+        if start > size:
+            raise SFrameError(pos, "FDE %d: FRE %d starts at %#x, beyond the function size %#x"
+                              % (i, k, start, size))
+        raise SFrameError(pos, "FDE %d: FRE %d start %#x does not increase (previous %#x)" % (i, k, start, prev))
 
     def fdes(self):
-        for i in range(self.header.num_fdes):
-            yield self.fde(i)
+        """Every FDE, in stored order (checked as `walk` checks them)."""
+        for rec in self.walk(fres=False):
+            yield FDE(*rec[:-1])
+
+    def records(self):
+        """`walk` over the whole section, with what only a whole walk checks: the FDE order when
+        flagged sorted and the FRE total.  Shared by `check_all` and the dump; memory stays flat
+        (one function's records at a time)."""
+        return self.walk()
 
     def check_all(self, keep=True):
         """Decode everything and check what a single lookup cannot: the FRE total and the FDE order.
@@ -251,21 +324,18 @@ class Section:
         Returns [(fde, fres), ...], or with keep=False nothing (memory stays flat: one function's
         records at a time).
         """
-        h = self.header
         out = []
-        total = 0
-        prev = None
-        for fde in self.fdes():
-            fres = self.fres(fde)
-            total += len(fres)
-            if total > h.num_fres:
-                raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % h.num_fres)
-            if prev is not None and h.has(F.Flag.FDE_SORTED) and fde.start < prev.start:
-                raise SFrameError(fde.offset, "FDE %d starts at %#x, before FDE %d (%#x), though the section is flagged sorted"
-                                  % (fde.index, fde.start, prev.index, prev.start))
-            prev = fde
+        fre = self._fre
+        for rec in self.records():
+            fres = tuple(fre(pos, start, r) for pos, start, r in rec[-1])
             if keep:
-                out.append((fde, fres))
-        if total != h.num_fres:
-            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (total, h.num_fres))
+                out.append((FDE(*rec[:-1]), fres))
         return out
+
+
+def _reader(data, fmt):
+    """read(pos) -> the value of struct format `fmt` at pos in data (one byte: a plain index)."""
+    if struct.calcsize(fmt) == 1:
+        return data.__getitem__
+    unpack = struct.Struct(fmt).unpack_from
+    return lambda pos: unpack(data, pos)[0]

@@ -3,16 +3,9 @@
 from . import abi as abimod
 from . import format as F
 
-_ABI_TEXT = {
-    F.ABI.AMD64_ENDIAN_LITTLE: "AMD64 little-endian",
-    F.ABI.AARCH64_ENDIAN_LITTLE: "AArch64 little-endian",
-    F.ABI.AARCH64_ENDIAN_BIG: "AArch64 big-endian",
-    F.ABI.S390X_ENDIAN_BIG: "s390x big-endian",
-}
-
 
 def abi_text(abi):
-    return _ABI_TEXT[F.ABI(abi)]
+    return abimod.info(abi).title
 
 
 def flags_text(flags):
@@ -29,10 +22,10 @@ def fde_attributes(fde, header):
     parts = ["type %s" % (fde.fde_type.name.lower() if header.version == 3 else "default"),
              "PC type %s" % fde.pc_type.name]
     if fde.pc_type is F.PCType.MASK:
-        parts.append("rep size %d" % (fde.rep_size or 16))
+        parts.append("rep size %d" % fde.block_size)
     if fde.signal and header.version == 3:
         parts.append("signal frame")
-    if header.abi in (F.ABI.AARCH64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_BIG):
+    if abimod.info(header.abi).pointer_auth:
         parts.append("pauth key %s" % fde.pauth_key.name)
     return parts
 
@@ -42,7 +35,7 @@ def fre_range(match, fres):
     fre = match.fre
     nxt = [f.start for f in fres if f.start > fre.start]
     fde = match.fde
-    end = nxt[0] if nxt else (fde.rep_size or 16 if fde.pc_type is F.PCType.MASK else fde.size)
+    end = nxt[0] if nxt else (fde.block_size if fde.pc_type is F.PCType.MASK else fde.size)
     return fre.start, end
 
 
@@ -64,7 +57,7 @@ def describe_match(match, index, symbol=None, values=None):
         lo, hi = fre_range(match, fres)
         k = fres.index(match.fre)
         if fde.pc_type is F.PCType.MASK:
-            where = "offsets %#x..%#x of each %d-byte block" % (lo, hi, fde.rep_size or 16)
+            where = "offsets %#x..%#x of each %d-byte block" % (lo, hi, fde.block_size)
         else:
             where = "%#x..%#x" % (fde.start + lo, fde.start + hi)
         lines.append("FRE %d of %d: %s, %d data word%s of %d byte%s" % (

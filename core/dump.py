@@ -45,7 +45,6 @@ from . import format as F
 from .decode import Section
 from .errors import SFrameError
 
-_M64 = (1 << 64) - 1
 _VERSION_NAMES = {1: "SFRAME_VERSION_1", 2: "SFRAME_VERSION_2", 3: "SFRAME_VERSION_3"}
 _FLAG_NAMES = ((F.Flag.FDE_SORTED, "SFRAME_F_FDE_SORTED"),
                (F.Flag.FRAME_POINTER, "SFRAME_F_FRAME_POINTER"),
@@ -55,16 +54,7 @@ _FUNC = "    func idx [%d]: pc = 0x%x, size = %d bytes%s"
 # A function's heading: blank line, function line, column titles.
 _HEAD = "\n" + _FUNC + "\n    STARTPC%s      CFA       FP        RA           "
 _UNDEFINED = "RA undefined"
-_WORD_CODES = {1: "b", 2: "h", 4: "i"}
 _MAX_WORDS = {1: 3, 2: 6, 3: 6}    # more and libsframe refuses the FRE (readelf repeats the previous row)
-_BAD = 1 << 40                     # "bytes of data words" for an invalid data-word size code: overruns any section
-_AARCH64 = (F.ABI.AARCH64_ENDIAN_BIG, F.ABI.AARCH64_ENDIAN_LITTLE)
-
-# Per FRE info byte: number of data-word bytes after it (_BAD for the invalid size code 3, even
-# without words, as the decoder rejects it).
-_WORD_BYTES = [_BAD if (i >> F.FRE_INFO_SIZE_SHIFT) & 3 == 3 else
-               ((i >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK) * (1, 2, 4)[(i >> F.FRE_INFO_SIZE_SHIFT) & 3]
-               for i in range(256)]
 
 
 def header_lines(header, name=".sframe"):
@@ -95,7 +85,7 @@ def function_suffix(header, info, info2=0):
     if header.version == 3 and (info2 & F.FDE_INFO2_TYPE_MASK) == F.FDEType.FLEX:
         attr += "F"
     s = ', attr = "%s"' % attr if attr else ""
-    if header.abi in _AARCH64 and (info >> F.FDE_INFO_PAUTH_BIT) & 1:
+    if abimod.info(header.abi).pointer_auth and (info >> F.FDE_INFO_PAUTH_BIT) & 1:
         s += ", pauth = B key"
     return s
 
@@ -110,30 +100,32 @@ class _RowText:
     def __init__(self, header):
         self.h = header
         self.e = header.endian
-        a = abimod.info(header.abi)
-        self.s390x = header.abi is F.ABI.S390X_ENDIAN_BIG
+        self.abi = a = abimod.info(header.abi)
         self.names = {a.sp: "sp", a.fp: "fp"}
+        # V2 s390x: odd slot words are DWARF registers.
+        self.slot_regs = header.version == 2 and a.sframe_slot_registers
         self.default = {}
         self.flex = {}
 
     def words(self, key, offset):
         info = key[0]
         count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
-        wsize = (1, 2, 4)[(info >> F.FRE_INFO_SIZE_SHIFT) & 3]
+        wsize = F.FRE_DATA_BYTES[info] // count if count else 1
         if count > _MAX_WORDS[self.h.version]:
             raise SFrameError(offset, "FRE with %d data words: readelf (libsframe) accepts at most %d"
                               % (count, _MAX_WORDS[self.h.version]))
-        return info, wsize, struct.unpack(self.e + "%d%s" % (count, _WORD_CODES[wsize]), key[1:])
+        return info, wsize, struct.unpack(self.e + "%d%s" % (count, F.DATAWORD_FORMAT[wsize]), key[1:])
 
     @staticmethod
     def columns(cfa, fp, ra, info):
         return "%-10s%-10s%-13s" % (cfa, fp, ra + ("[s]" if (info >> F.FRE_INFO_MANGLED_BIT) & 1 else "   "))
 
     def cfa_offset(self, w):
-        if not self.s390x:
+        a = self.abi
+        if a.cfa_scale == 1 and a.cfa_adjust == 0:
             return w
         # readelf decodes in 32-bit int arithmetic: the result wraps around.
-        v = (w * F.S390X_CFA_OFFSET_ALIGNMENT_FACTOR - F.S390X_CFA_OFFSET_ADJUSTMENT) & 0xFFFFFFFF
+        v = (w * a.cfa_scale - a.cfa_adjust) & 0xFFFFFFFF
         return v - (1 << 32) if v & 0x80000000 else v
 
     def default_text(self, key, offset):
@@ -146,7 +138,7 @@ class _RowText:
         if h.version == 1:
             return self.columns("%s+%d" % (base, w[0]), *self._v1_fp_ra(w), info)
         cfa = "%s+%d" % (base, self.cfa_offset(w[0]))
-        regs = h.version == 2 and self.s390x     # V2 s390x: odd words are DWARF registers
+        regs = self.slot_regs
         if h.cfa_fixed_ra_offset:
             ra, idx = "f", 1
         else:
@@ -213,103 +205,29 @@ class _RowText:
         return self.columns(cfa, fp, ra, info)
 
 
-def _decoder_error(sec, i, offset):
-    """Let the decoder raise its own error for FDE i (or the whole section); it must raise."""
-    fde = sec.fde(i)
-    sec.fres(fde)
-    sec.check_all()
-    raise SFrameError(offset, "FDE %d: malformed (decoder disagreement)" % i)   # not reached
-
-
 def dump(section_data, section_addr, name=".sframe"):
     """The `readelf --sframe` text of one SFrame section loaded at section_addr (a str)."""
     sec = Section(section_data, section_addr)
     h = sec.header
     out = header_lines(h, name)
-    data = sec.data
-    e = h.endian
-    ver = h.version
-    nfdes = h.num_fdes
-    fde_base = sec.fde_base
-    fre_base = sec.fre_base
-    fre_end = sec.fre_end
-    fre_len = h.fre_len
-    fde_size = h.fde_size
-    pcrel = sec.pcrel
-    sorted_flag = h.has(F.Flag.FDE_SORTED)
     rt = _RowText(h)
-    caches = (rt.default, rt.flex)
-    texts = (rt.default_text, rt.flex_text)
-    word_bytes = _WORD_BYTES
-    suffixes = {}
-    readers = (data.__getitem__,
-               lambda p, u=struct.Struct(e + "H").unpack_from: u(data, p)[0],
-               lambda p, u=struct.Struct(e + "I").unpack_from: u(data, p)[0])
-    attr_fmt = struct.Struct(e + "HBBB").unpack_from
-    recs = struct.iter_unpack(e + {1: "iIIIB", 2: "iIIIBBH", 3: "qII"}[ver],
-                              data[fde_base:fde_base + nfdes * fde_size])
+    flex_type = int(F.FDEType.FLEX) if h.version == 3 else -1
+    kinds = {}          # (info, info2) -> (function-line suffix, row text cache, row text maker, mask?)
     append = out.append
-    # Loop constants as plain local ints (module and enum lookups cost more than the work).
-    ATTR, TYPE_MASK, FLEX = F.V3_ATTR_SIZE, F.FDE_INFO2_TYPE_MASK, int(F.FDEType.FLEX)
-    FRE_TYPE_MASK, PCTYPE_BIT, ADDR4 = F.FDE_INFO_FRE_TYPE_MASK, F.FDE_INFO_PCTYPE_BIT, int(F.FREType.ADDR4)
-    head, row, m64, start_sizes = _HEAD, _ROW, _M64, (1, 2, 4)
-    num_fres_total = h.num_fres
-    total = 0
-    prev_start = None
+    head, row, m64 = _HEAD, _ROW, F.MASK64
     unprintable = None
-    for i, rec in enumerate(recs):
-        off = fde_base + i * fde_size
-        field, size, fre_off = rec[0], rec[1], rec[2]
-        start = section_addr + (off if pcrel else 0) + field
-        info2 = 0
-        if ver == 3:
-            if fre_off + ATTR > fre_len:
-                _decoder_error(sec, i, off)
-            num_fres, info, info2, rep = attr_fmt(data, fre_base + fre_off)
-            if info2 & TYPE_MASK > FLEX:
-                _decoder_error(sec, i, off)
-            pos = fre_base + fre_off + ATTR
-        else:
-            num_fres, info = rec[3], rec[4]
-            rep = rec[5] if ver == 2 else 16     # V1 has no rep_size field: MASK needs none
-            if fre_off > fre_len:
-                _decoder_error(sec, i, off)
-            pos = fre_base + fre_off
-        ftype = info & FRE_TYPE_MASK
-        mask = (info >> PCTYPE_BIT) & 1
-        if ftype > ADDR4 or (mask and rep == 0):
-            _decoder_error(sec, i, off)
-        if sorted_flag and prev_start is not None and start < prev_start:
-            _decoder_error(sec, i, off)
-        prev_start = start
-        total += num_fres
-        if total > num_fres_total:
-            _decoder_error(sec, i, off)
-        sk = (info, info2)
-        suffix = suffixes.get(sk)
-        if suffix is None:
-            suffix = suffixes[sk] = function_suffix(h, info, info2)
+    for i, _off, _field, start, size, _fre_off, _num, info, info2, _rep, _pad, raw in sec.records():
+        kind = kinds.get((info, info2))
+        if kind is None:
+            flex = (info2 & F.FDE_INFO2_TYPE_MASK) == flex_type
+            kind = kinds[info, info2] = (function_suffix(h, info, info2), rt.flex if flex else rt.default,
+                                         rt.flex_text if flex else rt.default_text,
+                                         (info >> F.FDE_INFO_PCTYPE_BIT) & 1)
+        suffix, cache, text, mask = kind
         # readelf prints the size with %d: as a signed 32-bit int.
         append(head % (i, start & m64, size - (size >> 31 << 32), suffix, "[m]" if mask else "   "))
-        ssize = start_sizes[ftype]
-        if num_fres * (ssize + 1) > fre_end - pos:
-            _decoder_error(sec, i, off)
-        flex = int(ver == 3 and (info2 & TYPE_MASK) == FLEX)
-        cache = caches[flex]
-        text = texts[flex]
-        rd = readers[ftype]
         base = 0 if mask else start
-        prev = -1
-        for _ in range(num_fres):
-            q = pos + ssize
-            if q >= fre_end:
-                _decoder_error(sec, i, off)
-            st = rd(pos)
-            r = q + 1 + word_bytes[data[q]]
-            if r > fre_end or st > size or st <= prev:
-                _decoder_error(sec, i, off)
-            prev = st
-            key = data[q:r]
+        for pos, st, key in raw:
             t = cache.get(key)
             if t is None:
                 try:
@@ -318,10 +236,6 @@ def dump(section_data, section_addr, name=".sframe"):
                     unprintable = unprintable or exc
                     t = ""
             append(row % ((base + st) & m64, t))
-            pos = r
-    if total != h.num_fres:
-        sec.check_all()
-        raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (total, h.num_fres))
     if unprintable:
         raise unprintable
     out.append("")

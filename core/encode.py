@@ -12,19 +12,16 @@ from dataclasses import dataclass, field
 from . import format as F
 from .records import FDE, FRE, Header
 
-_WORD_CODES = {1: "b", 2: "h", 4: "i"}
-_START_CODES = {F.FREType.ADDR1: "B", F.FREType.ADDR2: "H", F.FREType.ADDR4: "I"}
-
 
 def _word(e, size, value):
     """Pack a data word; control words may be given unsigned, offsets signed."""
     if value >= 1 << (8 * size - 1):
         value -= 1 << (8 * size)
-    return struct.pack(e + _WORD_CODES[size], value)
+    return struct.pack(e + F.DATAWORD_FORMAT[size], value)
 
 
 def encode_fre(e, fre_type, fre):
-    return (struct.pack(e + _START_CODES[fre_type] + "B", fre.start, fre.info)
+    return (struct.pack(e + F.FRE_START_FORMAT[fre_type] + "B", fre.start, fre.info)
             + b"".join(_word(e, fre.word_size, w) for w in fre.words))
 
 
@@ -37,20 +34,21 @@ def encode(header, funcs):
     fre_base = hsize + h.freoff
     total = max(fre_base + h.fre_len, fde_base + len(funcs) * h.fde_size)
     out = bytearray(total)
-    struct.pack_into(e + "HBBBbbB5I", out, 0, F.MAGIC, h.version, h.flags, int(h.abi), h.cfa_fixed_fp_offset,
+    struct.pack_into(e + F.HEADER_FORMAT, out, 0, F.MAGIC, h.version, h.flags, int(h.abi), h.cfa_fixed_fp_offset,
                      h.cfa_fixed_ra_offset, h.auxhdr_len, h.num_fdes, h.num_fres, h.fre_len, h.fdeoff, h.freoff)
     out[F.HEADER_SIZE:hsize] = h.auxhdr.ljust(h.auxhdr_len, b"\0")
     for i, (fde, fres) in enumerate(funcs):
         off = fde_base + i * h.fde_size
         pos = fre_base + fde.fre_off
+        fmt = e + F.FDE_FORMAT[h.version]
         if h.version == 1:
-            struct.pack_into(e + "iIIIB", out, off, fde.start_field, fde.size, fde.fre_off, fde.num_fres, fde.info)
+            struct.pack_into(fmt, out, off, fde.start_field, fde.size, fde.fre_off, fde.num_fres, fde.info)
         elif h.version == 2:
-            struct.pack_into(e + "iIIIBBH", out, off, fde.start_field, fde.size, fde.fre_off, fde.num_fres,
+            struct.pack_into(fmt, out, off, fde.start_field, fde.size, fde.fre_off, fde.num_fres,
                              fde.info, fde.rep_size, fde.padding)
         else:
-            struct.pack_into(e + "qII", out, off, fde.start_field, fde.size, fde.fre_off)
-            struct.pack_into(e + "HBBB", out, pos, fde.num_fres, fde.info, fde.info2, fde.rep_size)
+            struct.pack_into(fmt, out, off, fde.start_field, fde.size, fde.fre_off)
+            struct.pack_into(e + F.V3_ATTR_FORMAT, out, pos, fde.num_fres, fde.info, fde.info2, fde.rep_size)
             pos += F.V3_ATTR_SIZE
         for fre in fres:
             b = encode_fre(e, fde.fre_type, fre)

@@ -1,11 +1,36 @@
-"""SFrame format constants, named as in the specification (spec/sframe-spec-v3.txt)."""
+"""SFrame format constants and binary layout, named as in the specification (spec/sframe-spec-v3.txt).
+
+The one home of the layout: the decoder, the encoder and the dump take their struct formats,
+sizes and bit fields from here.  Formats have no byte-order prefix: a section's header gives it
+(`Header.endian`, "<" or ">").
+"""
 
 import enum
+import struct
 
 MAGIC = 0xDEE2
-HEADER_SIZE = 28           # sframe_header without the auxiliary header; the same in every version
-FDE_SIZE = {1: 17, 2: 20, 3: 16}   # V3: the FDE index entry only
-V3_ATTR_SIZE = 5           # V3 FDE attribute record at the start of a function's FRE data
+MAGIC_SWAPPED = 0xE2DE     # the magic read in the other byte order
+MASK64 = (1 << 64) - 1     # addresses are 64-bit: wrap-around arithmetic is masked with this
+
+# sframe_header: preamble (magic, version, flags), ABI, fixed FP and RA offsets, auxiliary
+# header length, then num_fdes, num_fres, fre_len, fdeoff, freoff.
+HEADER_FORMAT = "HBBBbbB5I"
+HEADER_SIZE = struct.calcsize("<" + HEADER_FORMAT)   # 28, the same in every version
+MAGIC_FORMAT = "H"
+HEADER_FIELDS_AT = 2       # the fields after the magic ...
+HEADER_FIELDS_FORMAT = "BBBbbB"   # ... version, flags, ABI, fixed FP, fixed RA, auxhdr_len
+HEADER_COUNTS_AT = 8       # num_fdes, num_fres, fre_len, fdeoff, freoff
+HEADER_COUNTS_FORMAT = "5I"
+
+# FDE records: start (func_start_address), size, start_fre_off, then V1/V2 num_fres, info
+# (V2: rep_size, padding); V3 keeps num_fres, info, info2 and rep_size in an attribute record
+# at the start of the function's FRE data.
+FDE_FORMAT = {1: "iIIIB", 2: "iIIIBBH", 3: "qII"}
+FDE_SIZE = {v: struct.calcsize("<" + f) for v, f in FDE_FORMAT.items()}   # 17, 20, 16
+FDE_START_FORMAT = {v: f[0] for v, f in FDE_FORMAT.items()}               # the first field
+V3_ATTR_FORMAT = "HBBB"
+V3_ATTR_SIZE = struct.calcsize("<" + V3_ATTR_FORMAT)                      # 5
+V1_MASK_REP_SIZE = 16      # V1 has no rep_size field; its only MASK users are 16-byte PLT entries
 
 
 class Flag(enum.IntFlag):
@@ -35,7 +60,8 @@ class FREType(enum.IntEnum):
     ADDR4 = 2
 
 
-FRE_START_SIZE = {FREType.ADDR1: 1, FREType.ADDR2: 2, FREType.ADDR4: 4}
+FRE_START_FORMAT = {FREType.ADDR1: "B", FREType.ADDR2: "H", FREType.ADDR4: "I"}
+FRE_START_SIZE = {t: struct.calcsize(f) for t, f in FRE_START_FORMAT.items()}
 
 
 class PCType(enum.IntEnum):
@@ -55,6 +81,14 @@ class DataWordSize(enum.IntEnum):
 
 
 DATAWORD_BYTES = {DataWordSize.B1: 1, DataWordSize.B2: 2, DataWordSize.B4: 4}
+DATAWORD_FORMAT = {1: "b", 2: "h", 4: "i"}   # by width in bytes: data words are signed
+
+
+def _fre_data_bytes(info):
+    code = (info >> FRE_INFO_SIZE_SHIFT) & FRE_INFO_SIZE_MASK
+    if code > max(DataWordSize):
+        return None
+    return ((info >> FRE_INFO_COUNT_SHIFT) & FRE_INFO_COUNT_MASK) * DATAWORD_BYTES[DataWordSize(code)]
 
 
 class BaseReg(enum.IntEnum):
@@ -94,3 +128,6 @@ FRE_RA_OFFSET_INVALID = 0
 FLEX_REG_P = 0x1
 FLEX_DEREF_P = 0x2
 FLEX_REGNUM_SHIFT = 3
+
+# Bytes of data words that follow an FRE's info byte, by info byte (None: invalid size code).
+FRE_DATA_BYTES = tuple(_fre_data_bytes(i) for i in range(256))

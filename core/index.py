@@ -15,7 +15,6 @@ from .records import FDE, FRE
 from .rules import FrameRules, interpret
 
 _MASK_BIT = 1 << F.FDE_INFO_PCTYPE_BIT
-V1_MASK_REP_SIZE = 16    # V1 has no rep_size field; its only MASK users are 16-byte PLT entries
 
 
 class Match(NamedTuple):
@@ -143,7 +142,7 @@ class SFrameIndex:
             return None
         off = pc - fde.start
         if fde.info & _MASK_BIT:
-            off %= fde.rep_size or V1_MASK_REP_SIZE
+            off %= fde.rep_size or F.V1_MASK_REP_SIZE
         j = bisect.bisect_right(f.starts, off) - 1
         if j < 0:
             return None

@@ -10,8 +10,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .errors import ElfError, NoSFrameError, SFrameError
 from .cfi import CfiIndex
+from .errors import ElfError, NoSFrameError, SFrameError
 from .index import SFrameIndex
 
 
@@ -86,7 +86,7 @@ class ModuleSet:
                 raise
             except Exception as exc:
                 self.log("%s: %s; reading the file instead" % (m.path, exc))
-        from .elf import ElfImage     # pyelftools only when the file must be parsed (its import is slow)
+        from .elf import ElfImage  # pyelftools only when the file must be parsed (its import is slow)
         m.image = ElfImage(m.path)
         sf = m.image.require_sframe()
         return sf.data, sf.address + m.load_bias, sf.name

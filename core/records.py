@@ -81,6 +81,11 @@ class FDE(NamedTuple):
     def fde_type(self):
         return F.FDEType(self.info2 & F.FDE_INFO2_TYPE_MASK)
 
+    @property
+    def block_size(self):
+        """The repeated block of a PC-type MASK FDE (V1 has no rep_size field: 16-byte PLT entries)."""
+        return self.rep_size or F.V1_MASK_REP_SIZE
+
     def contains(self, pc):
         return self.start <= pc < self.start + self.size
 

@@ -2,9 +2,8 @@
 `sframe lookup`, GDB's `info sframe` and LLDB's `sframe lookup`/`sframe bt` say the same things."""
 
 from .describe import describe_match, section_line
+from .format import MASK64
 from .unwind import Stop, StopReason
-
-MASK64 = (1 << 64) - 1
 
 
 def values_lines(level, values):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from .modules import ModuleSet
 
 
-
 def file_identity(path, uuid=None):
     """What identifies a loaded file: its path with its build ID/UUID if known, else with its size
     and mtime.  (The path too: a copy of a binary made by objcopy keeps its build ID.)"""

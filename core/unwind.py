@@ -21,9 +21,9 @@ from . import abi as abimod
 from . import format as F
 from . import sigframe
 from .errors import SFrameError
+from .format import MASK64
 from .rules import RuleKind
 
-MASK64 = (1 << 64) - 1
 DEFAULT_DEPTH_LIMIT = 100_000
 
 # AArch64 pointer authentication.  The PAC of a code pointer lives in the bits above the

@@ -13,17 +13,16 @@ import shlex
 import lldb
 
 from ..core import abi as abimod
-from ..core.modules import NotCovered, locate
-from ..core.text import frame_line, info_lines, lookup_lines, stop_line, values_lines, where_text
-from ..core.tracker import LoadedModule, ModuleTracker, file_identity
 from ..core.dump import dump
 from ..core.elf import ElfImage
 from ..core.errors import ElfError, SFrameError
-from ..core.unwind import (DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values,
-                           walk)
+from ..core.format import MASK64
+from ..core.modules import NotCovered, locate
+from ..core.text import frame_line, info_lines, lookup_lines, stop_line, values_lines, where_text
+from ..core.tracker import LoadedModule, ModuleTracker, file_identity
+from ..core.unwind import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values, walk
 
 INVALID = lldb.LLDB_INVALID_ADDRESS
-MASK64 = (1 << 64) - 1
 
 # One tracker for the plugin: it follows whichever target a command runs on.
 _TRACKER = ModuleTracker()

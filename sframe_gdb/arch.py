@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..core import abi as abimod
+from ..core.format import MASK64
 
 # GDB architecture name -> (the core ABIs it runs, the first its default; PC register, SP, FP,
 # RA register or None, extra PC names).
@@ -55,14 +56,14 @@ def reg_int(value, big_endian):
     t = value.type.strip_typedefs()
     if t.code in (gdb.TYPE_CODE_INT, gdb.TYPE_CODE_PTR, gdb.TYPE_CODE_ENUM, gdb.TYPE_CODE_BOOL,
                   gdb.TYPE_CODE_CHAR):
-        return int(value) & 0xFFFFFFFFFFFFFFFF
+        return int(value) & MASK64
     if hasattr(value, "bytes"):                    # GDB 14 and later
         raw = bytes(value.bytes)[:8]
         return int.from_bytes(raw, "big" if big_endian else "little")
     if t.code == gdb.TYPE_CODE_FLT and t.sizeof == 8:
         import array
         return int.from_bytes(array.array("d", [float(value)]).tobytes(), sys.byteorder)
-    return int(value) & 0xFFFFFFFFFFFFFFFF
+    return int(value) & MASK64
 
 
 def lookup(gdb_arch_name):
@@ -86,7 +87,7 @@ def register_reader(frame, arch, abi):
             return None
         try:
             value = frame.read_register(name)
-            return int(value) & 0xFFFFFFFFFFFFFFFF if name in plain else reg_int(value, big)
+            return int(value) & MASK64 if name in plain else reg_int(value, big)
         except Exception:
             return None
     return read

@@ -5,10 +5,10 @@ import re
 
 import gdb
 
+from ..core.format import MASK64
 from . import arch as archmod
 from . import dwarf
 
-MASK64 = 0xFFFFFFFFFFFFFFFF
 _REGISTERED = []
 
 

@@ -4,7 +4,6 @@ import gdb
 import gdb.unwinder
 
 from ..core.policy import Mode
-
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder
 

@@ -14,8 +14,8 @@ loading the plugin changes nothing where DWARF CFI exists.
 import gdb
 import gdb.unwinder
 
+from ..core.format import MASK64
 from ..core.policy import Mode, choose
-
 from . import arch as archmod
 from . import dwarf
 
@@ -41,7 +41,6 @@ else:
             self.sp = sp
             self.pc = pc
 
-MASK64 = 0xFFFFFFFFFFFFFFFF
 
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2

@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 import toolchains
 from toolchains import Fixture, toolchain
 

@@ -11,14 +11,12 @@ import struct
 import subprocess
 
 import pytest
-
 import toolchains as T
 from sframekit.core.cfi import DEBUG_FRAME, EH_FRAME, CfiIndex, CfiRange, CfiSection
 from sframekit.core.elf import ElfImage
 from sframekit.core.errors import CfiError
 from sframekit.core.modules import ModuleSet
 from sframekit.core.policy import Choice, Mode, choose
-
 
 _FDE_LINE = re.compile(r"^([0-9a-f]+) [0-9a-f]+ [0-9a-f]+ FDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+)$", re.M)
 

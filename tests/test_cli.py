@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import toolchains
 from sframekit.core.decode import Section
 from sframekit.core.elf import ElfImage, parse_address

@@ -3,7 +3,6 @@
 import struct
 
 import pytest
-
 from sframekit.core import abi as abimod
 from sframekit.core import format as F
 from sframekit.core.decode import Section, parse_header

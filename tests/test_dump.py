@@ -25,7 +25,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 import synthetic
 import toolchains
 from sframekit.core import format as F

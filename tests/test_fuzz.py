@@ -2,12 +2,12 @@
 
 import random
 
-from hypothesis import given, settings, strategies as st, HealthCheck
-
 import fuzzing
 import synthetic
-from sframekit.core.encode import encode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sframekit.core.decode import Section
+from sframekit.core.encode import encode
 
 SEEDS = synthetic.sections()
 

@@ -25,7 +25,6 @@ from collections import namedtuple
 from pathlib import Path
 
 import pytest
-
 import toolchains as T
 
 REPO = Path(__file__).resolve().parent.parent

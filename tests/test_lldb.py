@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import toolchains as tcs
 
 REPO = tcs.REPO
@@ -950,11 +949,11 @@ def test_missing_pyelftools_is_one_line(lldb, work):
 
 
 # ---------------------------------------------------------------------------------------------
-# core.adapter without a debugger
+# core.tracker without a debugger
 
 
 def test_module_tracker_keeps_indexes_of_unchanged_modules(corpus):
-    from sframekit.core.adapter import LoadedModule, ModuleTracker, file_identity
+    from sframekit.core.tracker import LoadedModule, ModuleTracker, file_identity
     b = corpus.get("sid", "dlopen", "O2-nofp")
     exe = LoadedModule(file_identity(str(b.path)), str(b.path), 0x555555554000, "dlopen")
     lib = LoadedModule(file_identity(str(b.lib)), str(b.lib), 0x7ffff7fb0000, "libfix.so")

@@ -15,7 +15,6 @@ taken those frames in mode `always` (the probe lines, outside the compared text)
 import re
 
 import pytest
-
 import toolchains as T
 from test_gdb import PLUGIN, STOPS, VERIFY_PLAN, Qemu, run_gdb
 

@@ -14,7 +14,6 @@ import subprocess
 import time
 
 import pytest
-
 import toolchains as tcs
 
 PLAN = tcs.corpus_plan()

@@ -12,14 +12,12 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from sframekit.core import abi as A
 from sframekit.core import format as F
 from sframekit.core import sigframe
 from sframekit.core.encode import Func, Row, build
 from sframekit.core.index import SFrameIndex
-from sframekit.core.unwind import (DEFAULT_PAC_MASK, Frame, Method, Stop, StopReason, backtrace, step,
-                         strip_pac, walk)
+from sframekit.core.unwind import DEFAULT_PAC_MASK, Frame, Method, Stop, StopReason, backtrace, step, strip_pac, walk
 
 SFP = F.BaseReg.FP
 FLEX = F.FDEType.FLEX
