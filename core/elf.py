@@ -8,6 +8,7 @@ import bisect
 import os
 import struct
 from dataclasses import dataclass
+from typing import List, NamedTuple, Optional
 
 from .errors import ElfError, NoSFrameError
 
@@ -21,6 +22,77 @@ except ImportError as exc:   # the debugger adapters report this in one line
 SHT_GNU_SFRAME = 0x6FFFFFF4
 PT_GNU_SFRAME = 0x6474E554
 SECTION_NAME = ".sframe"
+
+PT_LOAD = 1
+PT_DYNAMIC = 2
+PT_NOTE = 4
+PT_PHDR = 6
+PF_W = 0x2
+PF_R = 0x4
+
+# 64-bit ELF layout read without pyelftools (from a core's memory, or a file's first bytes).
+EHDR_SIZE = 64
+_EHDR_ENTRY_PHOFF = ("QQ", 24)         # e_entry, e_phoff
+_EHDR_PHENTSIZE_PHNUM = ("HH", 54)     # e_phentsize, e_phnum
+PHDR_FORMAT = "IIQQQQQ"                # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
+PHDR_SIZE = struct.calcsize("<" + PHDR_FORMAT)
+_MAX_PHNUM = 4096
+
+
+class ProgramHeader(NamedTuple):
+    """One Elf64_Phdr (p_paddr left out)."""
+    type: int
+    flags: int
+    offset: int
+    vaddr: int
+    filesz: int
+    memsz: int
+
+
+class Load(NamedTuple):
+    """A PT_LOAD segment of an ElfImage, in the order its users unpack it."""
+    vaddr: int
+    memsz: int
+    offset: int
+    filesz: int
+
+
+class ElfHeaders(NamedTuple):
+    """What parse_elf_headers reads: e_entry, e_phoff and the program headers."""
+    order: str              # "<" or ">"
+    entry: int
+    phoff: int
+    phdrs: List[ProgramHeader]
+    header_end: int         # end of the program header table in the file
+
+
+def unpack_phdrs(raw, order, count, entsize=PHDR_SIZE):
+    """ProgramHeaders from `count` raw Elf64_Phdr entries of `entsize` bytes."""
+    out = []
+    for i in range(count):
+        t, f, off, vaddr, _paddr, filesz, memsz = struct.unpack_from(order + PHDR_FORMAT, raw, i * entsize)
+        out.append(ProgramHeader(t, f, off, vaddr, filesz, memsz))
+    return out
+
+
+def parse_elf_headers(read) -> Optional[ElfHeaders]:
+    """ELF header fields and program headers of a 64-bit ELF, through read(offset, size).
+
+    read returns bytes or None.  Returns None if the bytes are not available or not a 64-bit
+    ELF header.
+    """
+    ehdr = read(0, EHDR_SIZE)
+    if not ehdr or len(ehdr) < EHDR_SIZE or ehdr[:4] != b"\x7fELF" or ehdr[4] != 2:
+        return None
+    order = "<" if ehdr[5] == 1 else ">"
+    entry, phoff = struct.unpack_from(order + _EHDR_ENTRY_PHOFF[0], ehdr, _EHDR_ENTRY_PHOFF[1])
+    phentsize, phnum = struct.unpack_from(order + _EHDR_PHENTSIZE_PHNUM[0], ehdr, _EHDR_PHENTSIZE_PHNUM[1])
+    if phentsize < PHDR_SIZE or phnum > _MAX_PHNUM:
+        return None
+    table = read(phoff, phentsize * phnum)
+    if table is None or len(table) < phentsize * phnum:
+        return None
+    return ElfHeaders(order, entry, phoff, unpack_phdrs(table, order, phnum, phentsize), phoff + phentsize * phnum)
 
 
 @dataclass(frozen=True)
@@ -81,7 +153,7 @@ class ElfImage:
             if found is None and _enum_value(ptype) == PT_GNU_SFRAME:
                 found = SFrameData(seg.data(), seg["p_vaddr"], seg["p_offset"], "PT_GNU_SFRAME")
             if ptype == "PT_LOAD":
-                self.loads.append((seg["p_vaddr"], seg["p_memsz"], seg["p_offset"], seg["p_filesz"]))
+                self.loads.append(Load(seg["p_vaddr"], seg["p_memsz"], seg["p_offset"], seg["p_filesz"]))
         self.sframe = found
         self._plts = [(sec["sh_addr"], sec["sh_size"], sec.name) for sec in elf.iter_sections()
                       if sec.name.startswith(".plt") and sec["sh_addr"]]
@@ -199,7 +271,7 @@ class ElfImage:
 
     def file_bytes(self, vaddr, size):
         """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments, or None."""
-        for start, memsz, off, filesz in self.loads:
+        for start, _memsz, off, filesz in self.loads:
             if start <= vaddr and vaddr + size <= start + filesz:
                 with open(self.path, "rb") as fh:
                     fh.seek(off + vaddr - start)

@@ -4,6 +4,7 @@ import gdb
 import gdb.unwinder
 
 from ..core.policy import Mode
+from .command.common import flush_frames
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder
 
@@ -54,20 +55,9 @@ class Plugin:
         # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: look again at each prompt.
         if hasattr(gdb.events, "before_prompt"):
             gdb.events.before_prompt.connect(self.unwinder.forget_dwarf_state)
-        from . import commands
-        commands.register(self)
+        from .command import register
+        register(self)
         flush_frames()
-
-
-def flush_frames():
-    """Make GDB forget the frames it has unwound (so they are unwound again with the new setting)."""
-    try:
-        gdb.invalidate_cached_frames()
-    except Exception:
-        try:
-            gdb.execute("maint flush register-cache", to_string=True)
-        except gdb.error:
-            pass
 
 
 _PLUGIN = None

@@ -42,3 +42,16 @@ def corpus(roots, tmp_path_factory):
     sys.stderr.write(f"\n[corpus: {len(built)} builds in {time.monotonic() - start:.1f} s "
                      f"under {outdir}]\n")
     return built
+
+
+# The fast unit tests: those that need no fixture beyond pytest's own (no toolchain root, no
+# corpus, no debugger session, no core dump).  `pytest -m unit` runs them alone, without root.
+_UNIT_FIXTURES = {"tmp_path", "tmp_path_factory", "monkeypatch", "capsys", "capfd", "request", "recwarn",
+                  "caplog"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if set(getattr(item, "fixturenames", ())) - set(params) <= _UNIT_FIXTURES:
+            item.add_marker(pytest.mark.unit)

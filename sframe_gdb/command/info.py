@@ -1,0 +1,111 @@
+"""`info sframe [ADDR]`: the objfiles with SFrame, or what covers one address."""
+
+import gdb
+
+from ...core.format import MASK64
+from .. import dwarf
+from .common import frame_values, has_registers, is_callers_pc, objfile_name_at, parse_address, symbol_at
+
+
+class InfoSFrame(gdb.Command):
+    """Show SFrame information.
+
+Usage: info sframe [ADDR]
+
+Without an argument: the loaded objfiles that have an .sframe section, with the SFrame version,
+ABI, FDE and FRE counts and the text range they cover.
+With ADDR (any expression: $pc, main+4, *0x401000): the objfile and section covering ADDR, its
+function's FDE, the FRE in effect at ADDR and its rules in words; when ADDR is the PC of the
+selected frame of a running program, also the values the rules give there."""
+
+    def __init__(self, plugin):
+        super().__init__("info sframe", gdb.COMMAND_STATUS, gdb.COMPLETE_EXPRESSION)
+        self.plugin = plugin
+
+    def invoke(self, arg, from_tty):
+        try:
+            if arg.strip():
+                self._address(arg)
+            else:
+                self._table()
+        except gdb.GdbError:
+            raise
+        except gdb.error as exc:
+            raise gdb.GdbError("info sframe: %s" % exc) from None
+        except Exception as exc:
+            raise gdb.GdbError("info sframe: internal error: %s: %s" % (type(exc).__name__, exc)) from None
+
+    def _table(self):
+        from ...core import describe
+        tracker = self.plugin.tracker
+        tracker.current()
+        mods = list(tracker.modules())
+        rows = []
+        without = 0
+        for m in mods:
+            if m.index is None:
+                without += 1
+                continue
+            h = m.index.header
+            lo, hi = m.range
+            rows.append((m.path, str(h.version), describe.abi_text(h.abi), str(h.num_fdes), str(h.num_fres),
+                         "%#x-%#x" % (lo, hi) if hi > lo else "-"))
+        if not rows:
+            gdb.write("No loaded objfile has SFrame information (%d objfile%s tracked).\n"
+                      % (without, "" if without == 1 else "s"))
+            return
+        head = ("Objfile", "Version", "ABI", "FDEs", "FREs", "Text range")
+        widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+        right = (False, True, False, True, True, False)
+        for r in [head] + rows:
+            cells = [c.rjust(w) if rj else c.ljust(w) for c, w, rj in zip(r, widths, right)]
+            gdb.write("  ".join(cells).rstrip() + "\n")
+        if without:
+            gdb.write("%d other objfile%s without SFrame.\n" % (without, "" if without == 1 else "s"))
+
+    def _address(self, arg):
+        from ...core import text
+        from ...core.modules import NotCovered, locate
+        addr = parse_address(arg, "info sframe")
+        tracker = self.plugin.tracker
+        ms = tracker.current()
+        try:
+            module, match = locate(ms if ms is not None else tracker.modules(), addr, objfile_name_at, "objfile")
+        except NotCovered as exc:
+            raise gdb.GdbError(str(exc)) from None
+        lines = text.lookup_lines(addr, module, match, symbol_at(match.fde.start),
+                                  self._unwinder_lines(addr, ms, module) + self._values(addr, ms, module))
+        gdb.write("\n".join(lines) + "\n")
+
+    def _unwinder_lines(self, addr, ms, module):
+        """What DWARF CFI GDB has at ADDR, and which unwinder takes a frame there in the current mode."""
+        from ...core.policy import Mode, choose
+        from ...core.unwind import lookup_address
+        at = lookup_address(addr, is_callers_pc(addr))
+        note = "" if at == addr else " (at %#x - 1: a caller's frame is looked up at its return address - 1)" % addr
+        cfi = ms.cfi_find(module, at)
+        mode = self.plugin.mode
+        choice = choose(mode, dwarf.enabled(), lambda: cfi)
+        if choice.sframe:
+            who = "SFrame"
+        elif mode is Mode.OFF:
+            who = "GDB's own unwinders"
+        else:
+            who = "GDB's DWARF unwinder"
+        return ["DWARF CFI: %s%s" % (cfi if cfi is not None else "none covers %#x" % at, note),
+                "Unwinder: %s (%s)" % (who, choice.reason)]
+
+    def _values(self, addr, ms, module):
+        from ...core import text
+        if not has_registers():
+            return []
+        frame = gdb.selected_frame()
+        try:
+            if (int(frame.pc()) & MASK64) != addr:
+                return []
+        except gdb.error:
+            return []
+        vals = frame_values(frame, ms, module)
+        if vals is None:
+            return []
+        return text.values_lines(frame.level(), vals)

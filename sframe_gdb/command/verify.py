@@ -1,0 +1,161 @@
+"""The `sframe` prefix command and `sframe verify`: SFrame against GDB's DWARF unwinder."""
+
+import re
+
+import gdb
+
+from ...core.format import MASK64
+from .. import dwarf
+from .common import flush_frames, has_registers
+
+
+class SFramePrefix(gdb.Command):
+    """SFrame unwinder commands.
+
+Also: info sframe [ADDR], set/show sframe, set/show debug sframe."""
+
+    def __init__(self):
+        super().__init__("sframe", gdb.COMMAND_STACK, gdb.COMPLETE_COMMAND, True)
+
+    def invoke(self, arg, from_tty):
+        gdb.execute("help sframe", from_tty)
+
+
+_FRAME_AT_RE = re.compile(r"frame at (0x[0-9a-fA-F]+)")
+_FRAME_ID_RE = re.compile(r"\{stack=(0x[0-9a-fA-F]+)")
+
+
+def frame_cfa(frame):
+    """The CFA of a frame as GDB has it: the stack address of its frame id, which `info frame`
+    prints as "frame at" (str(gdb.Frame) shows the id; `info frame` is the fallback)."""
+    m = _FRAME_ID_RE.match(str(frame))
+    if m:
+        return int(m.group(1), 16)
+    try:
+        text = gdb.execute("info frame level %d" % frame.level(), to_string=True)
+    except gdb.error:
+        return None
+    m = _FRAME_AT_RE.search(text)
+    return int(m.group(1), 16) if m else None
+
+
+def _suppress_notifications(on):
+    """Set `suppress-cli-notifications` (so stepping does not print every stop); returns the old
+    value, or None where GDB does not have the setting."""
+    try:
+        old = gdb.parameter("suppress-cli-notifications")
+        gdb.execute("set suppress-cli-notifications %s" % ("on" if on else "off"), to_string=True)
+        return old
+    except (gdb.error, RuntimeError):
+        return None
+
+
+class SFrameVerify(gdb.Command):
+    """Check SFrame unwinding against GDB's DWARF unwinder.
+
+Usage: sframe verify [-steps N] [-frames N]
+
+For each frame of the current stack, compare the PC and CFA that SFrame gives with those of GDB's
+own DWARF unwinder (SFrame off, DWARF on, then both put back as they were).  With -steps N, also
+step N instructions (stepi), checking at every stop.  -frames N limits the frames checked per
+stop (default 256).  Prints each disagreement and a summary line:
+  sframe verify: N frames checked at M stops, K disagreements"""
+
+    def __init__(self, plugin):
+        super().__init__("sframe verify", gdb.COMMAND_STACK, gdb.COMPLETE_NONE)
+        self.plugin = plugin
+
+    def invoke(self, arg, from_tty):
+        from ...core import verify as verifymod
+        steps, max_frames = self._parse(arg)
+        if not has_registers():
+            raise gdb.GdbError("sframe verify: the program has no stack (run it, attach or load a core file).")
+        frames = stops = 0
+        bad = []
+        quiet = _suppress_notifications(True) if steps else None
+        try:
+            for k in range(steps + 1):
+                if k:
+                    try:
+                        gdb.execute("stepi", to_string=True)
+                    except gdb.error as exc:
+                        gdb.write("sframe verify: stepi failed: %s\n" % exc)
+                        break
+                    if not has_registers():
+                        gdb.write("sframe verify: the program is gone after %d steps.\n" % (k - 1))
+                        break
+                try:
+                    checked, diss = self._check(k, max_frames)
+                except gdb.error as exc:
+                    raise gdb.GdbError("sframe verify: %s" % exc) from None
+                frames += checked
+                stops += 1
+                for d in diss:
+                    gdb.write("%s%s\n" % ("stop %d (pc %#x): " % (k, self._pc0) if steps else "", d))
+                bad += diss
+        finally:
+            if quiet is not None:
+                _suppress_notifications(quiet)
+        gdb.write(verifymod.summary(frames, stops, len(bad)) + "\n")
+
+    @staticmethod
+    def _parse(arg):
+        argv = gdb.string_to_argv(arg)
+        steps, max_frames = 0, 256
+        i = 0
+        while i < len(argv):
+            opt = argv[i]
+            if opt in ("-steps", "-frames") and i + 1 < len(argv):
+                try:
+                    n = int(argv[i + 1], 0)
+                except ValueError:
+                    n = -1
+                if n < 0:
+                    raise gdb.GdbError("sframe verify: %s needs a non-negative number, not %r" % (opt, argv[i + 1]))
+                if opt == "-steps":
+                    steps = n
+                else:
+                    max_frames = n
+                i += 2
+            else:
+                raise gdb.GdbError("sframe verify: unknown argument %r (usage: sframe verify [-steps N] [-frames N])"
+                                   % opt)
+        return steps, max_frames
+
+    def _walk(self, max_frames, ours):
+        from ...core import verify as verifymod
+        facts = []
+        f = gdb.newest_frame()
+        last = self.plugin.unwinder.last
+        while f is not None and len(facts) < max_frames:
+            level = f.level()
+            pc = int(f.pc()) & MASK64
+            rec = last.get(level) if ours else None
+            sframe = rec is not None and rec[0] == pc and rec[2] is not None
+            facts.append(verifymod.FrameFact(level, pc, frame_cfa(f), sframe, f.name() or ""))
+            try:
+                f = f.older()
+            except gdb.error:
+                break
+        return facts
+
+    def _check(self, stop, max_frames):
+        from ...core import verify as verifymod
+        from ...core.policy import Mode
+        plugin = self.plugin
+        was = plugin.mode
+        on = dwarf.enabled()
+        try:
+            plugin.set_mode(Mode.ALWAYS, remember=False)     # SFrame wherever it covers the PC
+            self._pc0 = int(gdb.newest_frame().pc()) & MASK64
+            ours = self._walk(max_frames, True)
+            plugin.set_mode(Mode.OFF, remember=False)
+            if on is False:
+                dwarf.set_enabled(True)
+            flush_frames()
+            ref = self._walk(max_frames, False)
+        finally:
+            if on is False:
+                dwarf.set_enabled(False)
+            plugin.set_mode(was, remember=False)
+        return verifymod.compare(ours, ref, stop)
