@@ -10,6 +10,7 @@ import sys
 import time
 
 from common import REPO, in_sid, many_functions_binary, median_time
+
 from sframekit.core import format as F
 from sframekit.core.dump import dump
 from sframekit.core.elf import ElfImage
@@ -38,7 +39,7 @@ def main():
         t = time.perf_counter()
         data = synthetic(n)
         print("  encoded %d FDEs: %d bytes in %.1f s" % (n, len(data), time.perf_counter() - t))
-        builds[n] = median_time(lambda: SFrameIndex(data, 0), repeat=101)
+        builds[n] = median_time(lambda data=data: SFrameIndex(data, 0), repeat=101)
         rng = random.Random(1)
         pcs = [0x400000 + rng.randrange(0x40 * n) for _ in range(20000)]
         cold = lookup_times(SFrameIndex(data, 0), pcs)

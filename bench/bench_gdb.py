@@ -188,7 +188,7 @@ def bench_untouched(which, work, depth, reps, sframe):
         raise SystemExit("%s: %s benchmark did not run" % (which, "CFI" if sframe else "no-SFrame"))
     print("%s: recursion built %s, plugin sourced / not sourced (target <= 1.1):" % (
         which, "with .sframe and .eh_frame (mode auto leaves it to DWARF)" if sframe else "without .sframe"))
-    for key, what, n in (("bt0", "bt -frame-arguments none", t["bt0-with"][2]),
+    for key, what, _n in (("bt0", "bt -frame-arguments none", t["bt0-with"][2]),
                          ("walk", "frame walk", t["walk-with"][2]),
                          ("bt", "bt (%d frames)" % (small + 3), t["bt-with"][2])):
         a, b = t[key + "-without"][0], t[key + "-with"][0]

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import fuzzing  # noqa: E402
 import synthetic  # noqa: E402
+
 from sframekit.core.elf import ElfImage  # noqa: E402
 
 

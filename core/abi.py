@@ -37,8 +37,8 @@ class ABIInfo:
     sigframes: tuple[S.Layout, ...] = ()  # signal-frame layouts; the first is a V3 signal FDE's default
     sigframe_symbols: dict[str, S.Layout] = field(default_factory=dict, repr=False)
 
-    def regname(self, n: int) -> str:
-        return self.regnames.get(n, "r%d" % n)
+    def regname(self, n: int | None) -> str:
+        return self.regnames.get(n, "r%s" % n) if n is not None else "r%s" % n
 
     def regnum(self, name: str) -> int | None:
         """DWARF number for a register name (or None)."""
@@ -70,12 +70,18 @@ AMD64 = ABIInfo(
 
 _A64_NAMES = {i: "x%d" % i for i in range(31)}
 _A64_NAMES[31] = "sp"
-_A64 = dict(sp=31, fp=29, ra=30, regnames=_A64_NAMES, pointer_auth=True, elf_machine="EM_AARCH64",
-            aliases={29: ("fp",), 30: ("lr",)}, callee_saved=tuple(range(19, 29)),
-            sigframes=(S.AARCH64_RT,),
-            sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT})
-AARCH64_LE = ABIInfo("aarch64", "AArch64 little-endian", F.ABI.AARCH64_ENDIAN_LITTLE, False, **_A64)
-AARCH64_BE = ABIInfo("aarch64_be", "AArch64 big-endian", F.ABI.AARCH64_ENDIAN_BIG, True, **_A64)
+
+
+def _aarch64(name: str, title: str, sframe_abi: F.ABI, big_endian: bool) -> ABIInfo:
+    """AArch64 in either byte order: everything else is the same."""
+    return ABIInfo(name, title, sframe_abi, big_endian, sp=31, fp=29, ra=30, regnames=_A64_NAMES,
+                   pointer_auth=True, elf_machine="EM_AARCH64", aliases={29: ("fp",), 30: ("lr",)},
+                   callee_saved=tuple(range(19, 29)), sigframes=(S.AARCH64_RT,),
+                   sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT})
+
+
+AARCH64_LE = _aarch64("aarch64", "AArch64 little-endian", F.ABI.AARCH64_ENDIAN_LITTLE, False)
+AARCH64_BE = _aarch64("aarch64_be", "AArch64 big-endian", F.ABI.AARCH64_ENDIAN_BIG, True)
 
 # DWARF 16 + i is f<_S390X_FPRS[i]> (the s390x ELF ABI's register numbering).
 _S390X_FPRS = (0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)

@@ -21,12 +21,14 @@ module's PLT relocations.
 import os
 import signal as _signal
 import sys
+from typing import Iterator, Optional, TextIO, Tuple, Union
 
 from .corefile import CoreFile
+from .corenotes import Thread
 from .elf import ElfImage
 from .errors import ElfError
 from .modules import ModuleSet
-from .unwind import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, walk
+from .unwind import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_from_registers, frame_rows, lookup_address, walk
 
 SIGNAL_TRAMPOLINE = "<signal handler called>"
 
@@ -72,12 +74,12 @@ class _Symbols:
 class CoreSession:
     """A core file, its modules with SFrame, and symbolization: what a backtrace needs."""
 
-    def __init__(self, core_path, exe=None, sysroot=None):
+    def __init__(self, core_path: str, exe: Optional[str] = None, sysroot: Optional[str] = None):
         self.core = CoreFile(core_path, sysroot=sysroot, exe=exe)
         self.sysroot = sysroot
         self.abi = self.core.abi
         self.modules = ModuleSet()
-        self._extra = {}
+        self._extra: dict = {}
         for mod in self.core.modules():
             if mod.image is not None:
                 self.modules.add(mod.path, mod.image.path, bias=mod.bias)
@@ -88,12 +90,13 @@ class CoreSession:
             self._extra[key] = _Symbols(key, self.sysroot)
         return self._extra[key]
 
-    def symbol(self, pc):
+    def symbol(self, pc: int) -> Optional[str]:
         """'name+off' for pc, or None."""
         mod = self.core.module_at(pc)
         if mod is None or mod.image is None:
             return None
         extra = self._symbols_of(mod)
+        s: Optional[Tuple[str, int]]
         try:
             s = mod.image.plt_name(pc, mod.bias)
         except ElfError:
@@ -106,11 +109,11 @@ class CoreSession:
             return None
         return s[0] if s[1] == 0 else "%s+%d" % s
 
-    def module_name(self, pc):
+    def module_name(self, pc: int) -> str:
         mod = self.core.module_at(pc)
         return os.path.basename(mod.path) if mod else "??"
 
-    def initial_frame(self, thread):
+    def initial_frame(self, thread: Thread) -> Frame:
         regs = {k: v for k, v in thread.registers.items() if isinstance(k, int)}
         sp_num = self.abi.sp
 
@@ -118,7 +121,7 @@ class CoreSession:
             return thread.sp if num == sp_num else regs.get(num)
         return frame_from_registers(self.abi, thread.pc, read, full=True, regs=regs)
 
-    def trampoline_name(self, pc):
+    def trampoline_name(self, pc: int) -> Optional[str]:
         """Symbol name at pc, for the unwinder's signal-trampoline recognition (`symbol=`).
 
         The trampoline is entered by a return from the handler, at its first instruction, so
@@ -127,7 +130,8 @@ class CoreSession:
         s = self.symbol(pc)
         return s.split("+")[0] if s else None
 
-    def walk(self, thread, limit=DEFAULT_DEPTH_LIMIT, fp_fallback=False):
+    def walk(self, thread: Thread, limit: int = DEFAULT_DEPTH_LIMIT,
+             fp_fallback: bool = False) -> Iterator[Union[Frame, Stop]]:
         return walk(self.initial_frame(thread), abi=self.abi, read=self.core.read, find=self.modules.find,
                     limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name)
 
@@ -143,7 +147,7 @@ def _frame_symbol(session, frame, trampoline):
     return sym or "??"
 
 
-def format_frame(session, row):
+def format_frame(session: CoreSession, row: FrameRow) -> str:
     """The printed line of one frame (a core.unwind.FrameRow)."""
     frame, cfa, trampoline = row.frame, row.cfa, row.trampoline
     how = "registers" if frame.level == 0 else frame.method.value if frame.method else "?"
@@ -154,8 +158,9 @@ def format_frame(session, row):
         "0x%016x" % cfa if cfa is not None else "unknown", how)
 
 
-def backtrace_core(core_path, exe=None, sysroot=None, all_threads=False, out=None, limit=DEFAULT_DEPTH_LIMIT,
-                   fp_fallback=False):
+def backtrace_core(core_path: str, exe: Optional[str] = None, sysroot: Optional[str] = None,
+                   all_threads: bool = False, out: Optional[TextIO] = None, limit: int = DEFAULT_DEPTH_LIMIT,
+                   fp_fallback: bool = False) -> int:
     out = out or sys.stdout
     session = CoreSession(core_path, exe=exe, sysroot=sysroot)
     threads = session.core.threads if all_threads else session.core.threads[:1]

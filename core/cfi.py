@@ -16,7 +16,7 @@ import bisect
 import struct
 from array import array
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import CfiError
 from .format import MASK64
@@ -27,7 +27,7 @@ PE_OMIT = 0xFF
 PE_INDIRECT = 0x80
 PE_ABSPTR, PE_ULEB128, PE_UDATA2, PE_UDATA4, PE_UDATA8 = 0x00, 0x01, 0x02, 0x03, 0x04
 PE_SLEB128, PE_SDATA2, PE_SDATA4, PE_SDATA8 = 0x09, 0x0A, 0x0B, 0x0C
-PE_PCREL, PE_TEXTREL, PE_DATAREL, PE_FUNCREL, PE_ALIGNED = 0x10, 0x20, 0x30, 0x40, 0x50
+PE_PCREL, PE_DATAREL = 0x10, 0x30   # the applications GNU tools write (text/func-relative and aligned: never)
 _FIXED = {PE_UDATA2: "H", PE_UDATA4: "I", PE_UDATA8: "Q", PE_SDATA2: "h", PE_SDATA4: "i", PE_SDATA8: "q"}
 
 EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME = ".eh_frame", ".eh_frame_hdr", ".debug_frame"
@@ -141,10 +141,12 @@ class CfiSection:
         self._bias = bias
         self.addr_size = addr_size
         self.r = _Reader(bytes(data), name, big_endian)
-        self._cies = {}                 # CIE offset -> (FDE pointer encoding, address size)
+        self._cies: Dict[int, Tuple[int, int]] = {}   # CIE offset -> (FDE pointer encoding, address size)
         self._hdr = (bytes(hdr), hdr_address) if hdr is not None and self.eh else None
-        self._table = None              # (.eh_frame_hdr reader, table offset, count, hdr address)
-        self._los = self._his = self._offs = None
+        self._table: Optional[Tuple[_Reader, int, int, int]] = None   # (.eh_frame_hdr reader, offset, count, address)
+        self._los: Optional[array] = None
+        self._his: Optional[array] = None
+        self._offs: Optional[array] = None
 
     def bias(self) -> int:
         if callable(self._bias):
@@ -279,6 +281,7 @@ class CfiSection:
             return self._find_in_table(pc)
         if self._los is None:
             self._scan()
+        assert self._los is not None and self._his is not None and self._offs is not None
         i = bisect.bisect_right(self._los, pc) - 1
         # Ranges may nest or overlap: look back while an earlier one could still reach pc.
         while i >= 0:
@@ -290,12 +293,13 @@ class CfiSection:
         return None
 
     def _find_in_table(self, pc: int) -> Optional[CfiRange]:
-        hr, toff, count, _ = self._table
+        assert self._table is not None
+        hr, toff, count, table_addr = self._table
         big = ">" if hr.big else "<"
         lo, hi = 0, count
         while lo < hi:
             mid = (lo + hi) // 2
-            start = struct.unpack_from(big + "i", hr.data, toff + 8 * mid)[0] + self._table[3]
+            start = struct.unpack_from(big + "i", hr.data, toff + 8 * mid)[0] + table_addr
             if (start & MASK64) <= pc:
                 lo = mid + 1
             else:
@@ -303,7 +307,7 @@ class CfiSection:
         if lo == 0:
             return None
         at = toff + 8 * (lo - 1)
-        fde_addr = (struct.unpack_from(big + "i", hr.data, at + 4)[0] + self._table[3]) & MASK64
+        fde_addr = (struct.unpack_from(big + "i", hr.data, at + 4)[0] + table_addr) & MASK64
         off = fde_addr - self.address
         if not 0 <= off < self.r.end:
             raise hr.fail(at + 4, "search table entry %d points outside .eh_frame" % (lo - 1))
@@ -344,7 +348,7 @@ class CfiIndex:
     MEMO_LIMIT = 4096
 
     def __init__(self, load: Callable[[], Sequence[CfiSection]], log: Optional[Callable[[str], None]] = None):
-        self._load = load
+        self._load: Optional[Callable[[], Sequence[CfiSection]]] = load
         self._sections: Optional[List[CfiSection]] = None
         self._memo: dict = {}
         self.errors: List[str] = []
@@ -352,6 +356,7 @@ class CfiIndex:
 
     def sections(self) -> List[CfiSection]:
         if self._sections is None:
+            assert self._load is not None
             self._sections = list(self._load())
             self._load = None
         return self._sections
@@ -366,7 +371,7 @@ class CfiIndex:
             try:
                 found = sec.find(pc)
             except CfiError as exc:
-                self._sections.remove(sec)
+                self.sections().remove(sec)
                 self.errors.append(str(exc))
                 self.log("%s; that section counts as no CFI" % exc)
                 memo.clear()

@@ -3,6 +3,7 @@
 import argparse
 import os
 import sys
+from typing import List, Optional
 
 from . import __version__
 from .errors import ElfError, SFrameError
@@ -49,7 +50,7 @@ def cmd_backtrace(args):
                           out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback)
 
 
-def package_dir():
+def package_dir() -> str:
     """The directory imported as the package `sframekit`: the checkout, or the installed copy."""
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,8 +65,9 @@ def cmd_lldbinit(args):
     return 0
 
 
-def build_parser():
-    p = argparse.ArgumentParser(prog="sframe", description="Read SFrame stack-trace sections (.sframe) without a debugger.")
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sframe", description="Read SFrame stack-trace sections (.sframe) without a debugger.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)   # --version unwrapped
     p.add_argument("--version", action="version", version="sframe-gdb %s (%s)" % (__version__, package_dir()))
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump", help="print the SFrame section like binutils 2.47's readelf --sframe")
@@ -91,7 +93,7 @@ def build_parser():
     return p
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -22,7 +22,7 @@ segments' bytes), `coreplace` (finding, checking and placing the mapped files), 
 """
 
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from .corememory import MAX_STRING, CoreMemory, CoreMemoryError
 from .corenotes import AT_ENTRY, AT_EXECFN, AT_PAGESZ, AT_PHDR, Mapping, Thread, arch_of, parse_notes
@@ -53,13 +53,13 @@ class CoreFile:
     Holds the core file and the mapped files it reads open; close() (or `with`) releases them.
     """
 
-    def __init__(self, path, sysroot=None, exe=None):
+    def __init__(self, path: str, sysroot: Optional[str] = None, exe: Optional[str] = None):
         self.path = os.fspath(path)
         self.warnings: List[str] = []
         self._sysroot = os.fspath(sysroot) if sysroot else None
         self._exe = os.fspath(exe) if exe else None
-        self._modules = None
-        self._mappings = None
+        self._modules: Optional[List[Module]] = None
+        self._mappings: Optional[List[Mapping]] = None
         self._maps_so_far: List[Mapping] = []   # mappings usable by read() while the list is being built
         self._building = False
         self._exe_path_cache = _UNSET
@@ -113,7 +113,7 @@ class CoreFile:
 
     # -- resources -------------------------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         self.memory.close()
         self.files.close()
 
@@ -197,7 +197,7 @@ class CoreFile:
         """File mappings: NT_FILE's, or (qemu cores) rebuilt from the link_map chain."""
         if self._mappings is None:
             self._build_from_link_map()
-        return list(self._mappings)
+        return list(self._mappings or ())
 
     @property
     def mappings_source(self) -> Optional[str]:
@@ -240,7 +240,7 @@ class CoreFile:
                                                      self._is_exe_path, self.memory.read_core_only)
             else:
                 self._build_from_link_map()
-        return list(self._modules)
+        return list(self._modules or ())
 
     def _build_from_link_map(self):
         """Modules and mappings of a core without NT_FILE, from r_debug's link_map chain."""
@@ -276,7 +276,7 @@ class CoreFile:
                         return mod
         return None
 
-    def vdso(self):
+    def vdso(self) -> Optional[Tuple[int, bytes]]:
         """(address, bytes) of the vDSO image the core holds, or None.
 
         The vDSO is no file, so it is not among modules(); write these bytes to a file to

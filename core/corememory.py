@@ -6,7 +6,7 @@ The bytes between p_filesz and p_memsz were left out, not zero: the core file's 
 """
 
 import bisect
-from typing import Callable, List, Optional
+from typing import BinaryIO, Callable, List, Optional
 
 from .elf import PF_R, PF_W, ProgramHeader
 
@@ -37,7 +37,7 @@ class CoreMemory:
         self.segments = sorted(segments, key=lambda s: s.vaddr)
         self._starts = [s.vaddr for s in self.segments]
         self.byte_order = byte_order
-        self._fh = None
+        self._fh: Optional[BinaryIO] = None
 
     def close(self):
         if self._fh is not None:
@@ -95,6 +95,7 @@ class CoreMemory:
         cur, end = addr, addr + size
         while cur < end:
             seg = self.segment_at(cur)
+            data: Optional[bytes]
             if seg is not None and cur < seg.vaddr + seg.filesz:
                 n = min(end, seg.vaddr + seg.filesz) - cur
                 data = self.core_bytes(seg.offset + cur - seg.vaddr, n)
@@ -110,6 +111,8 @@ class CoreMemory:
                                               % ("writable" if seg.flags & PF_W else "non-readable"))
                     raise CoreMemoryError(cur, missing(cur))
             out += data
+            cur += len(data)
+            continue
             cur += len(data)
         return bytes(out)
 

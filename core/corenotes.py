@@ -112,25 +112,6 @@ class Thread:
         return self.registers["sp"]
 
 
-def _decode_gregs(arch, data, order):
-    regs = {}
-    off = 0
-    for name, size in arch.gregs:
-        value = int.from_bytes(data[off:off + size], order)
-        off += size
-        regs[name] = value
-        num = arch.dwarf.get(name)
-        if num is not None:
-            regs[num] = value
-    regs.setdefault("pc", regs[arch.pc])
-    regs.setdefault("sp", regs[arch.sp])
-    return regs
-
-
-def _gregs_size(arch):
-    return sum(size for _name, size in arch.gregs)
-
-
 @dataclass
 class Notes:
     """What the notes of one core say."""

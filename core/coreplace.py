@@ -2,7 +2,7 @@
 were mapped, and placing them (load bias) from the core's NT_FILE mappings."""
 
 import os
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import BinaryIO, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from .corememory import page_down, page_up
 from .corenotes import Mapping
@@ -35,10 +35,10 @@ class CoreFiles:
         self.machine = machine
         self._read_core_only = read_core_only
         self.warnings = warnings
-        self.rejected = set()   # core paths whose file on disk differs from what was mapped
-        self._files = {}        # host path -> open file (or None if it cannot be opened)
-        self._found = {}        # (path, is_exe) -> host path or None
-        self._images = {}       # (path, is_exe) -> ElfImage or None
+        self.rejected: Set[str] = set()   # core paths whose file on disk differs from what was mapped
+        self._files: Dict[str, Optional[BinaryIO]] = {}      # host path -> open file (None: cannot be opened)
+        self._found: Dict[Tuple[str, bool], Optional[str]] = {}          # (path, is_exe) -> host path
+        self._images: Dict[Tuple[str, bool], Optional[ElfImage]] = {}    # (path, is_exe) -> ElfImage
 
     def close(self):
         for fh in self._files.values():

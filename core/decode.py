@@ -8,11 +8,14 @@ bytes that could hold it (memory stays proportional to the section size).
 
 import struct
 import sys
+from typing import Iterator, List, Optional, Tuple
 
 from . import abi as abimod
 from . import format as F
 from .errors import SFrameError
 from .records import FDE, FRE, Header
+
+RawFRE = Tuple[int, int, bytes]     # (offset, start, info byte and data-word bytes)
 
 # Plain ints for the per-FRE loop (enum lookups cost more than the decoding itself).
 _MAX_FDE_TYPE = max(F.FDEType)
@@ -21,7 +24,7 @@ _START_BYTES = tuple(F.FRE_START_SIZE[t] for t in F.FREType)
 _DATA_BYTES = F.FRE_DATA_BYTES
 
 
-def parse_header(data):
+def parse_header(data: bytes) -> Header:
     """Decode and check the header (preamble, header, auxiliary header, sub-section bounds)."""
     n = len(data)
     if n < F.HEADER_SIZE:
@@ -79,7 +82,7 @@ class Section:
     plus a load bias at run time); FDE start addresses are resolved against it.
     """
 
-    def __init__(self, data, section_addr=0):
+    def __init__(self, data: bytes, section_addr: int = 0):
         self.data = bytes(data)
         self.header = h = parse_header(self.data)
         self.section_addr = section_addr
@@ -95,7 +98,7 @@ class Section:
         self._fre_len = h.fre_len
         self._fres_at = self.fre_base + (F.V3_ATTR_SIZE if self._v3 else 0)   # + fre_off: an FDE's first FRE
         self._start_readers = tuple(_reader(self.data, e + F.FRE_START_FORMAT[t]) for t in F.FREType)
-        self._words = {}          # info byte -> unpacker of its data words
+        self._words: dict = {}    # info byte -> unpacker of its data words
         self._fde_size = h.fde_size
         self._starts = self._start_view()
         # Section.walk's constants, bound once: single-FDE look-ups pay its set-up on every call.
@@ -125,17 +128,17 @@ class Section:
             return None
 
     @property
-    def version(self):
+    def version(self) -> int:
         return self.header.version
 
     @property
-    def abi(self):
+    def abi(self) -> F.ABI:
         return self.header.abi
 
     def __len__(self):
         return self.header.num_fdes
 
-    def start_of(self, i):
+    def start_of(self, i: int) -> int:
         """Resolved start address of FDE i without decoding the rest of it (for binary search)."""
         off = self.fde_base + i * self._fde_size
         if self._starts is not None:
@@ -145,7 +148,7 @@ class Section:
             field = self._start_fmt.unpack_from(self.data, off)[0]
         return self.section_addr + (off if self.pcrel else 0) + field
 
-    def start_search(self, pc, n):
+    def start_search(self, pc: int, n: int) -> int:
         """Number of FDEs (in stored order, assumed sorted) whose start is <= pc: a bisect."""
         lo, hi = 0, n
         base = self.section_addr
@@ -174,20 +177,20 @@ class Section:
                 hi = mid
         return lo
 
-    def fde(self, i):
+    def fde(self, i: int) -> FDE:
         if not 0 <= i < self.header.num_fdes:
             raise IndexError(i)
         return FDE(*next(self.walk(i, i + 1, False))[:-1])
 
-    def fres_start(self, fde):
+    def fres_start(self, fde: FDE) -> int:
         """Byte offset in the section of FDE's first FRE."""
         return self._fres_at + fde.fre_off
 
-    def raw_fres(self, fde):
+    def raw_fres(self, fde: FDE) -> List[RawFRE]:
         """[(offset, start, info and data-word bytes)] of one FDE's FREs, checked as `walk` checks them."""
         return next(self.walk(fde.index, fde.index + 1, known=fde))[-1]
 
-    def fres(self, fde):
+    def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         """Decode all FREs of one FDE (a tuple), checking bounds, order and widths."""
         return tuple(self._fre(off, start, raw) for off, start, raw in self.raw_fres(fde))
 
@@ -201,7 +204,8 @@ class Section:
             unpack = self._words[info] = fmt.unpack_from
         return FRE(off, start, info, unpack(raw, 1))
 
-    def walk(self, first=0, stop=None, fres=True, known=None):
+    def walk(self, first: int = 0, stop: Optional[int] = None, fres: bool = True,
+             known: Optional[FDE] = None) -> Iterator[tuple]:
         """The FDEs first..stop-1, each as a plain tuple of the FDE record's fields followed by its raw
         FREs: the one loop over the records' bytes, and so the one place their bounds, types and
         order are checked (a plain tuple: the dump makes no FDE record).
@@ -258,7 +262,7 @@ class Section:
                 raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
                                   % (i, num, max(end - pos, 0)))
             read_start = readers[stype]
-            out = []
+            out: List[RawFRE] = []
             prev = -1
             for _ in range(num):
                 q = pos + ssize
@@ -307,18 +311,18 @@ class Section:
                               % (i, k, start, size))
         raise SFrameError(pos, "FDE %d: FRE %d start %#x does not increase (previous %#x)" % (i, k, start, prev))
 
-    def fdes(self):
+    def fdes(self) -> Iterator[FDE]:
         """Every FDE, in stored order (checked as `walk` checks them)."""
         for rec in self.walk(fres=False):
             yield FDE(*rec[:-1])
 
-    def records(self):
+    def records(self) -> Iterator[tuple]:
         """`walk` over the whole section, with what only a whole walk checks: the FDE order when
         flagged sorted and the FRE total.  Shared by `check_all` and the dump; memory stays flat
         (one function's records at a time)."""
         return self.walk()
 
-    def check_all(self, keep=True):
+    def check_all(self, keep: bool = True) -> List[Tuple[FDE, Tuple[FRE, ...]]]:
         """Decode everything and check what a single lookup cannot: the FRE total and the FDE order.
 
         Returns [(fde, fres), ...], or with keep=False nothing (memory stays flat: one function's

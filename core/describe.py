@@ -1,23 +1,31 @@
 """Human-readable descriptions of sections, FDEs and FREs, shared by the CLI and both debugger adapters."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+
 from . import abi as abimod
 from . import format as F
+from .records import FDE, FRE, Header
+
+if TYPE_CHECKING:
+    from .index import Match, SFrameIndex
 
 
-def abi_text(abi):
+def abi_text(abi: int) -> str:
     return abimod.info(abi).title
 
 
-def flags_text(flags):
-    names = [f.name for f in F.Flag if flags & f]
+def flags_text(flags: int) -> str:
+    names = [f.name or "" for f in F.Flag if flags & f]
     return "|".join(names) if names else "none"
 
 
-def section_line(header):
+def section_line(header: Header) -> str:
     return "SFrame version %d, flags %s, ABI %s" % (header.version, flags_text(header.flags), abi_text(header.abi))
 
 
-def fde_attributes(fde, header):
+def fde_attributes(fde: FDE, header: Header) -> List[str]:
     """Attribute words of an FDE: type, PC type, rep size, signal, pauth key."""
     parts = ["type %s" % (fde.fde_type.name.lower() if header.version == 3 else "default"),
              "PC type %s" % fde.pc_type.name]
@@ -30,16 +38,18 @@ def fde_attributes(fde, header):
     return parts
 
 
-def fre_range(match, fres):
+def fre_range(match: "Match", fres: Sequence[FRE]) -> Tuple[int, int]:
     """(start, end) offsets, relative to the function (or to the repeat block for MASK), of the FRE in effect."""
     fre = match.fre
+    assert fre is not None
     nxt = [f.start for f in fres if f.start > fre.start]
     fde = match.fde
     end = nxt[0] if nxt else (fde.block_size if fde.pc_type is F.PCType.MASK else fde.size)
     return fre.start, end
 
 
-def describe_match(match, index, symbol=None, values=None):
+def describe_match(match: "Match", index: SFrameIndex, symbol: Optional[Tuple[str, int]] = None,
+                   values: Optional[List[Tuple[str, int]]] = None) -> List[str]:
     """Lines describing what covers match.pc: function, FDE, FRE and rules (and their values if given).
 
     `symbol` is (name, offset) of the function; `values` an optional list of (what, value) pairs.

@@ -39,11 +39,13 @@ data word, on which readelf aborts.
 """
 
 import struct
+from typing import List, Optional
 
 from . import abi as abimod
 from . import format as F
 from .decode import Section
 from .errors import SFrameError
+from .records import Header
 
 _VERSION_NAMES = {1: "SFRAME_VERSION_1", 2: "SFRAME_VERSION_2", 3: "SFRAME_VERSION_3"}
 _FLAG_NAMES = ((F.Flag.FDE_SORTED, "SFRAME_F_FDE_SORTED"),
@@ -57,7 +59,7 @@ _UNDEFINED = "RA undefined"
 _MAX_WORDS = {1: 3, 2: 6, 3: 6}    # more and libsframe refuses the FRE (readelf repeats the previous row)
 
 
-def header_lines(header, name=".sframe"):
+def header_lines(header: Header, name: str = ".sframe") -> List[str]:
     """The lines before the first function, as a list (no newlines)."""
     h = header
     flags = [n for f, n in _FLAG_NAMES if h.flags & f] or ["NONE"]
@@ -77,7 +79,7 @@ def header_lines(header, name=".sframe"):
     return out
 
 
-def function_suffix(header, info, info2=0):
+def function_suffix(header: Header, info: int, info2: int = 0) -> str:
     """What follows `size = N bytes` on a function line: attr and pauth, from the FDE info bytes."""
     attr = ""
     if (info >> F.FDE_INFO_SIGNAL_BIT) & 1:
@@ -205,14 +207,14 @@ class _RowText:
         return self.columns(cfa, fp, ra, info)
 
 
-def dump(section_data, section_addr, name=".sframe"):
+def dump(section_data: bytes, section_addr: int, name: str = ".sframe") -> str:
     """The `readelf --sframe` text of one SFrame section loaded at section_addr (a str)."""
     sec = Section(section_data, section_addr)
     h = sec.header
     out = header_lines(h, name)
     rt = _RowText(h)
     flex_type = int(F.FDEType.FLEX) if h.version == 3 else -1
-    kinds = {}          # (info, info2) -> (function-line suffix, row text cache, row text maker, mask?)
+    kinds: dict = {}    # (info, info2) -> (function-line suffix, row text cache, row text maker, mask?)
     append = out.append
     head, row, m64 = _HEAD, _ROW, F.MASK64
     unprintable = None
@@ -242,7 +244,7 @@ def dump(section_data, section_addr, name=".sframe"):
     return "\n".join(out)
 
 
-def dump_file(path, name=None):
+def dump_file(path: str, name: Optional[str] = None) -> str:
     """`readelf --sframe` text for the SFrame section of the ELF file at path."""
     from .elf import ElfImage
     sf = ElfImage(path).require_sframe()

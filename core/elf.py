@@ -8,7 +8,7 @@ import bisect
 import os
 import struct
 from dataclasses import dataclass
-from typing import List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from .errors import ElfError, NoSFrameError
 
@@ -18,6 +18,8 @@ try:
 except ImportError as exc:   # the debugger adapters report this in one line
     raise ImportError("pyelftools is missing (%s): install it with 'apt-get install python3-pyelftools' "
                       "or 'pip install pyelftools'" % exc) from None
+
+T = TypeVar("T")
 
 SHT_GNU_SFRAME = 0x6FFFFFF4
 PT_GNU_SFRAME = 0x6474E554
@@ -66,7 +68,7 @@ class ElfHeaders(NamedTuple):
     header_end: int         # end of the program header table in the file
 
 
-def unpack_phdrs(raw, order, count, entsize=PHDR_SIZE):
+def unpack_phdrs(raw: bytes, order: str, count: int, entsize: int = PHDR_SIZE) -> List[ProgramHeader]:
     """ProgramHeaders from `count` raw Elf64_Phdr entries of `entsize` bytes."""
     out = []
     for i in range(count):
@@ -109,7 +111,7 @@ def _enum_value(v):
     return v if isinstance(v, int) else None
 
 
-def load_elf(path, load, what="ELF structure"):
+def load_elf(path: str, load: Callable[..., T], what: str = "ELF structure") -> T:
     """Open path, check it is ELF, and call load(ELFFile, file); every failure becomes one ElfError line."""
     try:
         with open(path, "rb") as fh:
@@ -132,7 +134,7 @@ def load_elf(path, load, what="ELF structure"):
 class ElfImage:
     """An opened ELF file.  Reads everything it needs at construction; holds no open file after."""
 
-    def __init__(self, path):
+    def __init__(self, path: str):
         self.path = os.fspath(path)
         load_elf(self.path, lambda elf, fh: self._load(elf))
 
@@ -193,7 +195,7 @@ class ElfImage:
             self._starts = [s[0] for s in self._symbols]
         return self._symbols
 
-    def plt_name(self, addr, bias=0):
+    def plt_name(self, addr: int, bias: int = 0) -> Optional[Tuple[str, int]]:
         """('name@plt', offset) for a load address inside a PLT entry, or None."""
         self._symtab()
         if self._plt_entries is None:
@@ -205,12 +207,12 @@ class ElfImage:
             return None
         return names[k] + "@plt", off
 
-    def require_sframe(self):
+    def require_sframe(self) -> SFrameData:
         if self.sframe is None:
             raise NoSFrameError("%s: no SFrame section (.sframe) — build with -Wa,--gsframe" % self.path)
         return self.sframe
 
-    def symbolize(self, addr, bias=0):
+    def symbolize(self, addr: int, bias: int = 0) -> Optional[Tuple[str, int]]:
         """(name, offset) of the function containing addr (a load address), or None."""
         plt = self.plt_name(addr, bias)
         if plt is not None:
@@ -228,18 +230,18 @@ class ElfImage:
             return None
         return name, a - start
 
-    def resolve(self, name):
+    def resolve(self, name: str) -> Optional[int]:
         """Link-time address of function symbol `name`, or None."""
         for start, _size, n in self._symtab():
             if n == name:
                 return start
         return None
 
-    def section_address(self, name):
+    def section_address(self, name: str) -> Optional[int]:
         """sh_addr of the first section called `name`, or None."""
         return self._section_addrs.get(name)
 
-    def cfi_sections(self, bias=0, names=None):
+    def cfi_sections(self, bias: int = 0, names: Optional[Sequence[str]] = None) -> list:
         """The file's DWARF CFI as core.cfi sections (`.eh_frame` with its `.eh_frame_hdr`, and
         `.debug_frame`; or those of them in `names`), placed with load bias `bias` (an int, or for
         `.debug_frame` alone a callable giving it); none for relocatable objects, whose addresses
@@ -249,7 +251,7 @@ class ElfImage:
             return []
         names = names or (EH_FRAME, DEBUG_FRAME)
 
-        def load(elf, _fh):
+        def load(elf, _fh) -> Dict[str, Tuple[bytes, int]]:
             found = {}
             for sec in elf.iter_sections():
                 if sec.name in (EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME) and sec["sh_type"] != "SHT_NOBITS" \
@@ -269,7 +271,7 @@ class ElfImage:
                                   addr_size=size))
         return out
 
-    def file_bytes(self, vaddr, size):
+    def file_bytes(self, vaddr: int, size: int) -> Optional[bytes]:
         """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments, or None."""
         for start, _memsz, off, filesz in self.loads:
             if start <= vaddr and vaddr + size <= start + filesz:
@@ -298,7 +300,7 @@ def _plt_entries(elf):
     return plt["sh_addr"], size, head, names
 
 
-def parse_address(text, image=None):
+def parse_address(text: str, image: Optional["ElfImage"] = None) -> int:
     """An address from hex (0x...), decimal, or `symbol[+offset]` (needs image)."""
     t = text.strip()
     try:

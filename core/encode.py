@@ -8,6 +8,7 @@ emits (big-endian AArch64, s390x V2 register encodings, flex FDEs, 4-byte FRE st
 
 import struct
 from dataclasses import dataclass, field
+from typing import Optional, Sequence, Tuple
 
 from . import format as F
 from .records import FDE, FRE, Header
@@ -25,7 +26,7 @@ def encode_fre(e, fre_type, fre):
             + b"".join(_word(e, fre.word_size, w) for w in fre.words))
 
 
-def encode(header, funcs):
+def encode(header: Header, funcs: Sequence[Tuple[FDE, Sequence[FRE]]]) -> bytes:
     """Bytes of a section from its header and [(FDE, FREs), ...], each record at its own offset."""
     h = header
     e = h.endian
@@ -68,7 +69,7 @@ class Row:
     words: tuple
     base: F.BaseReg = F.BaseReg.SP
     mangled: bool = False
-    word_size: int = None     # 1, 2 or 4; default: the smallest that holds every word
+    word_size: Optional[int] = None   # 1, 2 or 4; default: the smallest that holds every word
 
 
 @dataclass
@@ -82,7 +83,7 @@ class Func:
     fde_type: F.FDEType = F.FDEType.DEFAULT
     signal: bool = False
     pauth_key: F.PAuthKey = F.PAuthKey.A
-    fre_type: F.FREType = None   # default: from the size, as the assembler does
+    fre_type: Optional[F.FREType] = None   # default: from the size, as the assembler does
 
 
 def _fits(size, v):
@@ -103,7 +104,8 @@ def _fre_type_for(size):
     return F.FREType.ADDR1 if size < 0x100 else F.FREType.ADDR2 if size < 0x10000 else F.FREType.ADDR4
 
 
-def build(version, abi, funcs, *, section_addr=0, flags=None, fixed_fp=0, fixed_ra=None, auxhdr=b"", sort=True):
+def build(version: int, abi: int, funcs: Sequence[Func], *, section_addr: int = 0, flags: Optional[int] = None,
+          fixed_fp: int = 0, fixed_ra: Optional[int] = None, auxhdr: bytes = b"", sort: bool = True) -> bytes:
     """Lay out and encode a section for `funcs`.  Returns the bytes."""
     abi = F.ABI(abi)
     big = abi in (F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)

@@ -6,7 +6,7 @@ function's FREs and interpreted rules.  A section not flagged sorted is sorted o
 """
 
 import bisect
-from typing import NamedTuple
+from typing import NamedTuple, Optional, Tuple
 
 from . import format as F
 from .decode import Section
@@ -20,7 +20,7 @@ _MASK_BIT = 1 << F.FDE_INFO_PCTYPE_BIT
 class Match(NamedTuple):
     """The answer to lookup(pc): the function, the FRE in effect (None if it has none) and its rules."""
     fde: FDE
-    fre: FRE
+    fre: Optional[FRE]
     rules: FrameRules
     pc: int
 
@@ -49,11 +49,11 @@ class SFrameIndex:
         self._range = None
 
     @property
-    def abi(self):
+    def abi(self) -> F.ABI:
         return self.header.abi
 
     @property
-    def version(self):
+    def version(self) -> int:
         return self.header.version
 
     def __len__(self):
@@ -69,7 +69,7 @@ class SFrameIndex:
         order = self._order
         return self.section.start_of(order[k] if order else k)
 
-    def text_range(self):
+    def text_range(self) -> Tuple[int, int]:
         """(lowest function start, highest function end) covered, from the first and last FDEs."""
         if self._range is None:
             n = len(self)
@@ -82,7 +82,7 @@ class SFrameIndex:
                 self._range = (first.start, max(first.end, last.end))
         return self._range
 
-    def find_fde(self, pc):
+    def find_fde(self, pc: int) -> Optional[FDE]:
         """The FDE whose [start, start+size) contains pc, or None."""
         n = len(self)
         if n == 0:
@@ -127,10 +127,10 @@ class SFrameIndex:
             f = self._funcs[fde.index] = _FuncCache(fde, self.section.fres(fde))
         return f
 
-    def fres(self, fde):
+    def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         return self._func(fde).fres
 
-    def lookup(self, pc):
+    def lookup(self, pc: int) -> Optional[Match]:
         """Match for pc, or None when no FDE covers it (or pc precedes the function's first FRE)."""
         fde = self.find_fde(pc)
         if fde is None:

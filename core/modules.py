@@ -8,9 +8,9 @@ the text ranges the indexes cover, so a PC outside every SFrame range is decline
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
-from .cfi import CfiIndex
+from .cfi import CfiIndex, CfiRange
 from .errors import ElfError, NoSFrameError, SFrameError
 from .index import SFrameIndex
 
@@ -21,32 +21,33 @@ class Module:
     path: str
     bias: object = None         # int, or a callable returning it (computed when first needed)
     image: object = None        # core.elf.ElfImage, when the file had to be parsed
-    index: SFrameIndex = None
-    error: str = None           # why it has no usable SFrame
+    index: Optional[SFrameIndex] = None
+    error: Optional[str] = None   # why it has no usable SFrame
     range: tuple = (0, 0)
     extra: dict = field(default_factory=dict)
     loader: object = None       # optional: () -> (section bytes, load address, section name)
-    section_name: str = None    # where the SFrame data came from, once loaded
-    section_addr: int = None    # its load address
+    section_name: Optional[str] = None   # where the SFrame data came from, once loaded
+    section_addr: Optional[int] = None   # its load address
     cfi_loader: object = None   # optional: () -> [core.cfi.CfiSection] of the file, as loaded
-    cfi: CfiIndex = None        # which addresses DWARF CFI covers, built on first use
+    cfi: Optional[CfiIndex] = None       # which addresses DWARF CFI covers, built on first use
 
     @property
-    def load_bias(self):
+    def load_bias(self) -> int:
         if callable(self.bias):
             self.bias = self.bias()
-        return self.bias or 0
+        return int(self.bias or 0)   # type: ignore[call-overload]
 
 
 class ModuleSet:
-    def __init__(self, log=None):
-        self._modules = {}
-        self._pending = []
-        self._ranges = []       # sorted (lo, hi, module)
-        self._los = []
+    def __init__(self, log: Optional[Callable[[str], None]] = None):
+        self._modules: Dict[object, Module] = {}
+        self._pending: List[Module] = []
+        self._ranges: List[tuple] = []       # sorted (lo, hi, id, module)
+        self._los: List[int] = []
         self.log = log or (lambda msg: None)
 
-    def add(self, key, path, bias=None, loader=None, cfi_loader=None, **extra):
+    def add(self, key: object, path: str, bias: object = None, loader: Optional[Callable[[], tuple]] = None,
+            cfi_loader: Optional[Callable[[], list]] = None, **extra) -> Module:
         """Record a loaded file; its index is built on first use.  Re-adding a key replaces it.
 
         By default the SFrame section is read from the file at `path` and placed at its link-time
@@ -61,14 +62,14 @@ class ModuleSet:
         self._pending.append(m)
         return m
 
-    def remove(self, key):
+    def remove(self, key: object) -> None:
         m = self._modules.pop(key, None)
         if m is not None:
             if m in self._pending:
                 self._pending.remove(m)
             self._rebuild_ranges()
 
-    def clear(self):
+    def clear(self) -> None:
         self._modules.clear()
         self._pending.clear()
         self._ranges = []
@@ -118,7 +119,7 @@ class ModuleSet:
                               if m.index is not None and m.range[1] > m.range[0])
         self._los = [r[0] for r in self._ranges]
 
-    def find(self, pc):
+    def find(self, pc: int) -> Optional[Tuple[SFrameIndex, Module]]:
         """(SFrameIndex, Module) whose text range holds pc, or None."""
         if self._pending:
             self._load_pending()
@@ -132,7 +133,7 @@ class ModuleSet:
                 break
         return None
 
-    def cfi_find(self, module, pc):
+    def cfi_find(self, module: Module, pc: int) -> Optional[CfiRange]:
         """The DWARF CFI range (core.cfi.CfiRange) of `module` covering pc, or None.  The coverage
         index is built on first use, from the adapter's cfi_loader or else from the file; a file
         or section that cannot be read counts as no CFI (and is logged)."""
@@ -150,14 +151,14 @@ class ModuleSet:
             self.log("%s: cannot read its DWARF CFI: %s" % (m.path, exc))
             return []
 
-    def by_path(self, path):
+    def by_path(self, path: str) -> Optional[Module]:
         self._load_pending()
         for m in self._modules.values():
             if m.path == path:
                 return m
         return None
 
-    def with_sframe(self):
+    def with_sframe(self) -> List[Module]:
         self._load_pending()
         return [m for m in self._modules.values() if m.index is not None]
 

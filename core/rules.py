@@ -7,10 +7,12 @@ them into `FrameRules` that the unwinder applies and the printers put into words
 
 import enum
 from dataclasses import dataclass
+from typing import List, Optional
 
 from . import abi as abimod
 from . import format as F
 from .errors import SFrameError
+from .records import FDE, FRE, Header
 
 
 class RuleKind(enum.Enum):
@@ -26,11 +28,11 @@ class RuleKind(enum.Enum):
 class Rule:
     kind: RuleKind
     offset: int = 0
-    reg: int = None          # DWARF register number, for REGISTER
+    reg: Optional[int] = None   # DWARF register number, for REGISTER
     deref: bool = False      # for REGISTER
     padding: bool = False    # s390x: RA padding word (FP saved, RA not)
 
-    def describe(self, what, abi):
+    def describe(self, what: str, abi: abimod.ABIInfo) -> str:
         """The rule in words, e.g. 'RA = [CFA - 8]', 'rbp unchanged', 'CFA = rsp + 16'."""
         k = self.kind
         if k in (RuleKind.AT_CFA, RuleKind.FIXED):
@@ -44,7 +46,7 @@ class Rule:
         if k is RuleKind.UNCHANGED:
             if what == "CFA":
                 return "CFA unchanged"
-            reg = {"RA": abi.ra, "FP": abi.fp}.get(what)
+            reg = abi.fp if what == "FP" else abi.ra
             name = abi.regname(reg) if what == "FP" or abi.ra_in_register else "RA"
             return "%s unchanged%s" % (name, " (RA padding: not saved)" if self.padding else "")
         return "%s undefined (outermost frame)" % what
@@ -56,17 +58,17 @@ def _off(n):
 
 @dataclass(frozen=True)
 class FrameRules:
-    cfa: Rule                # None when the FRE marks the outermost frame
+    cfa: Optional[Rule]      # None when the FRE marks the outermost frame
     ra: Rule
     fp: Rule
     ra_mangled: bool = False
     flex: bool = False
 
     @property
-    def outermost(self):
+    def outermost(self) -> bool:
         return self.ra.kind is RuleKind.UNDEFINED
 
-    def describe(self, abi):
+    def describe(self, abi: abimod.ABIInfo) -> List[str]:
         out = [self.cfa.describe("CFA", abi)] if self.cfa else []
         ra = self.ra.describe("RA", abi)
         if self.ra_mangled:
@@ -81,19 +83,19 @@ UNCHANGED = Rule(RuleKind.UNCHANGED)
 UNDEFINED_RULES = FrameRules(None, Rule(RuleKind.UNDEFINED), UNCHANGED)
 
 
-def default_ra(header, abi):
+def default_ra(header: Header, abi: abimod.ABIInfo) -> Rule:
     if header.cfa_fixed_ra_offset != F.FRE_RA_OFFSET_INVALID:
         return Rule(RuleKind.FIXED, header.cfa_fixed_ra_offset)
     return UNCHANGED
 
 
-def default_fp(header, abi):
+def default_fp(header: Header, abi: abimod.ABIInfo) -> Rule:
     if header.cfa_fixed_fp_offset != 0:
         return Rule(RuleKind.FIXED, header.cfa_fixed_fp_offset)
     return UNCHANGED
 
 
-def interpret(header, fde, fre):
+def interpret(header: Header, fde: FDE, fre: Optional[FRE]) -> FrameRules:
     """FrameRules for one FRE of one FDE (fre None: a V3 default FDE without FREs, outermost)."""
     abi = abimod.info(header.abi)
     if fre is None or fre.count == 0:

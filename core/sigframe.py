@@ -16,7 +16,13 @@ gdb-multiarch, in each case comparing GDB's own signal-frame unwinding against S
             word points at the _sigregs (psw mask, psw addr, gprs).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Dict, Literal, Optional, Tuple
+
+if TYPE_CHECKING:
+    from .abi import ABIInfo
 
 
 @dataclass(frozen=True)
@@ -25,14 +31,14 @@ class Layout:
     name: str
     code: bytes           # the trampoline's instruction bytes, as they sit in memory
     insn_starts: tuple    # offsets of each instruction in `code` (a stopped PC may be on any of them)
-    pointer_at: int       # offset from SP of a pointer to the register block (None: block is at SP + block_at)
+    pointer_at: Optional[int]   # offset from SP of a pointer to the register block (None: block at SP + block_at)
     block_at: int         # offset of the register block from SP, or from the pointer
     slots: tuple          # one entry per 8-byte word of the block: DWARF regnum, "pc", a register
                           # name (the ABI gives its DWARF number), or None (skip)
     extra: tuple = ()     # more words after `slots`, read when readable (s390x floating-point registers)
 
     @property
-    def block_size(self):
+    def block_size(self) -> int:
         return 8 * len(self.slots)
 
 
@@ -58,19 +64,19 @@ S390X_NONRT = Layout("s390x sigframe", bytes.fromhex("0a77"), (0,), 168, 8, _S39
 # vDSO), are in each ABI's description (core.abi: sigframes, sigframe_symbols).
 
 
-def layouts(abi):
+def layouts(abi: "ABIInfo") -> Tuple[Layout, ...]:
     """The signal-frame layouts of an ABI (first one: the default for a V3 signal FDE)."""
     return abi.sigframes
 
 
-def by_symbol(abi, name):
+def by_symbol(abi: "ABIInfo", name: Optional[str]) -> Optional[Layout]:
     """Layout for a trampoline symbol name, or None."""
     if not name:
         return None
     return abi.sigframe_symbols.get(name)
 
 
-def by_code(abi, pc, fetch, exact):
+def by_code(abi: "ABIInfo", pc: int, fetch: Callable[[int, int], Optional[bytes]], exact: bool) -> Optional[Layout]:
     """Layout whose trampoline code is at pc, or None.
 
     `fetch(addr, size)` returns bytes or None.  With `exact` (a topmost or interrupted frame)
@@ -88,12 +94,12 @@ def by_code(abi, pc, fetch, exact):
     return None
 
 
-def recover(abi, lay, sp, read_exact):
+def recover(abi: "ABIInfo", lay: Layout, sp: int, read_exact: Callable[[int, int], bytes]) -> Tuple[Optional[int], Dict[int, int]]:
     """(pc, {dwarf regnum: value}) saved by the kernel, given SP at the trampoline.
 
     `read_exact(addr, size)` returns exactly `size` bytes or raises the unwinder's read error.
     """
-    order = "big" if abi.big_endian else "little"
+    order: Literal["big", "little"] = "big" if abi.big_endian else "little"
     base = sp + lay.block_at
     if lay.pointer_at is not None:
         ptr = int.from_bytes(read_exact(sp + lay.pointer_at, 8), order)
@@ -107,7 +113,7 @@ def recover(abi, lay, sp, read_exact):
         except Exception:      # the general registers are enough to go on
             pass
     pc = None
-    regs = {}
+    regs: Dict[int, int] = {}
     for i, slot in enumerate(slots):
         if slot is None:
             continue
@@ -115,7 +121,9 @@ def recover(abi, lay, sp, read_exact):
         if slot == "pc":
             pc = v
         elif isinstance(slot, str):
-            regs[abi.regnum(slot)] = v
+            num = abi.regnum(slot)
+            if num is not None:
+                regs[num] = v
         else:
             regs[slot] = v
     return pc, regs

@@ -1,23 +1,32 @@
 """Printed text shared by the `sframe` command line and both debugger adapters, so that
 `sframe lookup`, GDB's `info sframe` and LLDB's `sframe lookup`/`sframe bt` say the same things."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple, Union
+
 from .describe import describe_match, section_line
 from .format import MASK64
-from .unwind import Stop, StopReason
+from .unwind import Frame, Stop, StopReason
+
+if TYPE_CHECKING:
+    from .index import Match
+    from .modules import Module
 
 
-def values_lines(level, values):
+def values_lines(level: int, values: Union[List[Tuple[str, int]], Stop]) -> List[str]:
     """'Values in frame #N:' and one line per value, or why there are none."""
     if isinstance(values, Stop):
         return ["Values in frame #%d: none (%s)" % (level, values.message)]
     return ["Values in frame #%d:" % level] + ["  %s = %#x" % (what, v) for what, v in values]
 
 
-def hexaddr(v, width=16):
+def hexaddr(v: int, width: int = 16) -> str:
     return "0x%0*x" % (width, v & MASK64)
 
 
-def frame_line(number, frame, cfa, where, selected=False, own_match=None, initial_how="registers"):
+def frame_line(number: int, frame: Frame, cfa: Optional[int], where: str, selected: bool = False,
+               own_match: Optional["Match"] = None, initial_how: str = "registers") -> str:
     """LLDB-style 'frame #N: 0x... module`symbol + off', how the frame was found, and its CFA.
 
     `own_match` is the SFrame match of the frame's own PC that gave its CFA (None if the CFA came
@@ -36,7 +45,7 @@ def frame_line(number, frame, cfa, where, selected=False, own_match=None, initia
                                               cfa_text)
 
 
-def stop_line(stop, where=None):
+def stop_line(stop: Stop, where: Optional[str] = None) -> str:
     """The final 'Backtrace stopped: ...' line, with the symbol of the frame it stopped at."""
     text = "  " + stop.message
     if where and stop.reason is not StopReason.DEPTH_LIMIT:
@@ -44,7 +53,7 @@ def stop_line(stop, where=None):
     return text
 
 
-def where_text(module, symbol, offset):
+def where_text(module: Optional[str], symbol: Optional[str], offset: int) -> str:
     """'module`symbol + off' like LLDB, or what of it is known."""
     mod = module or "??"
     if not symbol:
@@ -52,23 +61,26 @@ def where_text(module, symbol, offset):
     return "%s`%s%s" % (mod, symbol, " + %d" % offset if offset else "")
 
 
-def section_summary(module):
+def section_summary(module: "Module") -> str:
     """'Section: ...' line of a module with SFrame (addresses as loaded)."""
+    assert module.index is not None
     h = module.index.header
     return "Section: %s at %#x, %s, %d FDEs, %d FREs" % (
-        module.section_name, module.section_addr, section_line(h), h.num_fdes, h.num_fres)
+        module.section_name, module.section_addr or 0, section_line(h), h.num_fdes, h.num_fres)
 
 
-def lookup_lines(addr, module, match, symbol=None, values=None):
+def lookup_lines(addr: int, module: "Module", match: "Match", symbol: Optional[Tuple[str, int]] = None,
+                 values: Optional[List[str]] = None) -> List[str]:
     """The `sframe lookup` text, line for line GDB's `info sframe ADDR`: address, section, the
     describe_match lines and, for the selected frame's PC, values_lines."""
     lines = ["Address: %#x in %s" % (addr, module.path), section_summary(module)]
+    assert module.index is not None
     lines.extend(describe_match(match, module.index, symbol))
     lines.extend(values or ())
     return lines
 
 
-def info_lines(modules):
+def info_lines(modules: Iterable["Module"]) -> List[str]:
     """`sframe info`: one block per module with SFrame, then the modules whose SFrame is unusable."""
     good = [m for m in modules if m.index is not None]
     bad = [m for m in modules if m.index is None and m.error]

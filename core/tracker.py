@@ -9,11 +9,13 @@ address) gets a new one, built on first use.
 
 import os
 from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
-from .modules import ModuleSet
+from .index import SFrameIndex
+from .modules import Module, ModuleSet
 
 
-def file_identity(path, uuid=None):
+def file_identity(path: str, uuid: Optional[str] = None) -> str:
     """What identifies a loaded file: its path with its build ID/UUID if known, else with its size
     and mtime.  (The path too: a copy of a binary made by objcopy keeps its build ID.)"""
     if uuid:
@@ -34,21 +36,21 @@ class LoadedModule:
     name: str = ""     # short name for messages (the debugger's)
 
     @property
-    def key(self):
+    def key(self) -> Tuple[str, int]:
         return (self.identity, self.bias)
 
 
 class ModuleTracker:
     """A ModuleSet kept equal to the debugger's current list of loaded modules."""
 
-    def __init__(self, log=None):
+    def __init__(self, log: Optional[Callable[[str], None]] = None):
         self.modules = ModuleSet(log=log)
-        self.loaded = {}          # key -> LoadedModule
+        self.loaded: Dict[Tuple[str, int], LoadedModule] = {}   # key -> LoadedModule
         self.builds = 0           # modules (re)added, i.e. indexes built (lazily) so far or to come
 
-    def sync(self, loaded):
+    def sync(self, loaded: Iterable[LoadedModule]) -> bool:
         """Make the set equal to `loaded` (LoadedModule records); True if anything changed."""
-        new = {}
+        new: Dict[Tuple[str, int], LoadedModule] = {}
         for m in loaded:
             new.setdefault(m.key, m)
         if new.keys() == self.loaded.keys():
@@ -62,9 +64,9 @@ class ModuleTracker:
         self.loaded = new
         return True
 
-    def clear(self):
+    def clear(self) -> None:
         self.modules.clear()
         self.loaded = {}
 
-    def find(self, pc):
+    def find(self, pc: int) -> Optional[Tuple[SFrameIndex, Module]]:
         return self.modules.find(pc)

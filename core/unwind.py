@@ -15,7 +15,7 @@ trampoline, or in a V3 FDE flagged as a signal frame).
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from . import abi as abimod
 from . import format as F
@@ -26,6 +26,11 @@ from .rules import RuleKind
 
 DEFAULT_DEPTH_LIMIT = 100_000
 
+# read(addr, size) -> bytes (None or an exception: unreadable); find(pc) -> an SFrameIndex, an
+# (index, module) pair, or None.
+ReadMemory = Callable[[int, int], Optional[bytes]]
+FindIndex = Callable[[int], object]
+
 # AArch64 pointer authentication.  The PAC of a code pointer lives in the bits above the
 # virtual-address size, except bit 55, which selects the upper or lower address range (so it
 # survives).  For the usual 48-bit user VA that is bits 48-54 and 56-63.  Stripping follows the
@@ -35,7 +40,7 @@ DEFAULT_DEPTH_LIMIT = 100_000
 DEFAULT_PAC_MASK = 0xFF7F_0000_0000_0000
 
 
-def strip_pac(addr, mask=DEFAULT_PAC_MASK):
+def strip_pac(addr: int, mask: int = DEFAULT_PAC_MASK) -> int:
     """The address with its pointer-authentication code removed (see DEFAULT_PAC_MASK)."""
     if (addr >> 55) & 1:
         return (addr | mask) & MASK64
@@ -72,12 +77,12 @@ class Stop:
     address: Optional[int] = None   # MEMORY_READ: the address that could not be read
 
     @property
-    def is_error(self):
+    def is_error(self) -> bool:
         """False for a clean end (outermost frame), True when the stack could not be followed."""
         return self.reason is not StopReason.OUTERMOST
 
     @property
-    def message(self):
+    def message(self) -> str:
         """GDB-style text, e.g. 'Backtrace stopped: Cannot access memory at address 0x10'."""
         if self.reason is StopReason.MEMORY_READ and self.address is not None:
             text = "Cannot access memory at address %#x" % self.address
@@ -119,7 +124,7 @@ class Frame:
     level: int = 0
     match: object = field(default=None, hash=False, compare=False, repr=False)  # index Match used
 
-    def reg(self, abi, regnum):
+    def reg(self, abi: abimod.ABIInfo, regnum: int) -> Optional[int]:
         """Value of DWARF register `regnum` in this frame, or None if unknown."""
         if regnum == abi.sp:
             return self.sp
@@ -172,12 +177,12 @@ def frame_from_registers(abi: "abimod.ABIInfo", pc: int, read: Callable[[int], O
     demand).  In an outer frame a debugger unwound, only PC, SP and FP are trusted.
     """
     ra = read(abi.ra) if full and abi.ra_in_register else None
+    known: Mapping[int, int] = {}
     if full:
-        regs = LazyRegisters(read) if regs is None else regs
-    else:
-        regs = {}
-    return Frame(pc=pc & MASK64, sp=read(abi.sp), fp=read(abi.fp), ra=ra, regs=regs, level=level,
-                 interrupted=interrupted)
+        known = regs if regs is not None else LazyRegisters(read)   # type: ignore[assignment]
+    # SP is None where the debugger cannot read it: the adapters check before unwinding.
+    return Frame(pc=pc & MASK64, sp=read(abi.sp), fp=read(abi.fp), ra=ra, regs=known,  # type: ignore[arg-type]
+                 level=level, interrupted=interrupted)
 
 
 class _Stopped(Exception):
@@ -364,7 +369,7 @@ def _lookup(ctx, find, pc):
     try:
         index = _index_of(find(pc))
     except SFrameError as e:
-        raise ctx.stop(StopReason.MALFORMED, str(e))
+        raise ctx.stop(StopReason.MALFORMED, str(e)) from None
     if index is None:
         return None, None
     try:
@@ -372,9 +377,9 @@ def _lookup(ctx, find, pc):
         if match is not None and _abi_info(index.abi) != ctx.abi:
             raise SFrameError(4, "section is for %s, the frame is %s" % (_abi_info(index.abi).name, ctx.abi.name))
     except SFrameError as e:
-        raise ctx.stop(StopReason.MALFORMED, str(e))
+        raise ctx.stop(StopReason.MALFORMED, str(e)) from None
     except Exception as e:     # a decoder slip on hostile data must not escape either
-        raise ctx.stop(StopReason.MALFORMED, "%s: %s" % (type(e).__name__, e))
+        raise ctx.stop(StopReason.MALFORMED, "%s: %s" % (type(e).__name__, e)) from None
     return index, match
 
 
@@ -404,8 +409,9 @@ def _signal_layout(ctx, match, symbol):
     return sigframe.by_code(abi, frame.pc, ctx.fetch, exact)
 
 
-def step(frame, *, abi, read, find, topmost, prev_cfa=None, fp_fallback=False,
-         pac_mask=DEFAULT_PAC_MASK, symbol=None, detect_signal=True):
+def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool,
+         prev_cfa: Optional[int] = None, fp_fallback: bool = False, pac_mask: int = DEFAULT_PAC_MASK,
+         symbol: Optional[Callable[[int], Optional[str]]] = None, detect_signal: bool = True) -> Union[Frame, Stop]:
     """Unwind one frame: the caller of `frame` as a Frame, or a Stop saying why not.
 
     abi:         ABIInfo or SFrame ABI number of the process.
@@ -460,7 +466,8 @@ def step(frame, *, abi, read, find, topmost, prev_cfa=None, fp_fallback=False,
         return s.stop
 
 
-def walk(initial, *, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, topmost=True, **options):
+def walk(initial: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex,
+         limit: int = DEFAULT_DEPTH_LIMIT, topmost: bool = True, **options) -> Iterator[Union[Frame, Stop]]:
     """Whole backtrace: yields `initial`, then each caller, then one final Stop.
 
     `topmost`: `initial` is the innermost frame (yielded as level 0, all its registers trusted).
@@ -489,13 +496,14 @@ def walk(initial, *, abi, read, find, limit=DEFAULT_DEPTH_LIMIT, topmost=True, *
         frame = nxt
 
 
-def with_callers(items):
+def with_callers(items: Iterable[Union[Frame, Stop]]) -> Tuple[List[Tuple[Frame, Optional[Frame]]], Optional[Stop]]:
     """Frames of a walk, each paired with its caller (None for the last), and the final Stop.
 
     A frame's own CFA is known only once its caller is unwound (it is the caller's `cfa`), and so
     is how the caller was found: printers of whole backtraces need both on the frame's line.
     """
-    pairs, stop = [], None
+    pairs: List[Tuple[Frame, Optional[Frame]]] = []
+    stop = None
     for item in items:
         if isinstance(item, Stop):
             stop = item
@@ -527,7 +535,7 @@ def frame_rows(items: Iterable[Union[Frame, Stop]]) -> Tuple[List[FrameRow], Opt
     return rows, stop
 
 
-def rule_values(frame: Frame, *, abi, read, find, topmost: bool) -> Union[List[Tuple[str, int]], Stop]:
+def rule_values(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool) -> Union[List[Tuple[str, int]], Stop]:
     """[(what, value)] that the SFrame rules give in `frame` (CFA, RA, FP), or the Stop saying why not.
 
     The unwinder's own step from the frame, so an outer frame's rules are those at its PC - 1.
@@ -535,7 +543,7 @@ def rule_values(frame: Frame, *, abi, read, find, topmost: bool) -> Union[List[T
     res = step(frame, abi=abi, read=read, find=find, topmost=topmost)
     if isinstance(res, Stop):
         return res
-    out = [("CFA", res.cfa), ("RA", res.ra if res.ra is not None else res.pc)]
+    out: List[Tuple[str, int]] = [("CFA", res.cfa or 0), ("RA", res.ra if res.ra is not None else res.pc)]
     if res.ra_stripped:
         out.append(("RA without its signature (caller's PC)", res.pc))
     if res.fp is not None:
@@ -543,9 +551,9 @@ def rule_values(frame: Frame, *, abi, read, find, topmost: bool) -> Union[List[T
     return out
 
 
-def backtrace(initial, **kwargs):
+def backtrace(initial: Frame, **kwargs) -> Tuple[List[Frame], Stop]:
     """([frames], stop): `walk` collected into a list."""
-    frames = []
+    frames: List[Frame] = []
     for item in walk(initial, **kwargs):
         if isinstance(item, Stop):
             return frames, item

@@ -315,7 +315,7 @@ class _Command:
     long = ""
 
     def __init__(self, debugger, internal_dict):
-        self.debugger = debugger
+        """LLDB's signature for command classes; each call gets its debugger through exe_ctx."""
 
     def get_short_help(self):
         return self.short
@@ -507,7 +507,7 @@ addresses.
         try:
             words = shlex.split(command or "")
         except ValueError as exc:
-            raise UserError(str(exc))
+            raise UserError(str(exc)) from None
         if len(words) > 1:
             raise UserError("sframe dump takes one module name")
         target = self._target(exe_ctx, debugger)

@@ -69,5 +69,17 @@ if [ "$(readlink /usr/local/bin/sframe 2>/dev/null)" != "$REPO/scripts/sframe" ]
     ln -sf "$REPO/scripts/sframe" /usr/local/bin/sframe
 fi
 
+# The linters (ruff, mypy), pinned, in their own virtual environment in the cache: they are
+# development tools, not dependencies of the plugin.
+LINT="${SFRAME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sframe-gdb}/lint"
+LINT_PINS=(ruff==0.17.6 mypy==2.4.1)
+if [ "$(cat "$LINT/.pins" 2>/dev/null)" != "${LINT_PINS[*]}" ]; then
+    echo "setup: installing ${LINT_PINS[*]} into $LINT" >&2
+    rm -rf "$LINT"
+    /usr/bin/python3 -m venv "$LINT"
+    apt_retry "$LINT/bin/pip" install -q "${LINT_PINS[@]}" >&2
+    echo "${LINT_PINS[*]}" >"$LINT/.pins"
+fi
+
 bash "$HERE/roots.sh" >&2
 echo "setup: done" >&2

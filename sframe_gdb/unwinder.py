@@ -19,7 +19,7 @@ from ..core.policy import Mode, choose
 from . import arch as archmod
 from . import dwarf
 
-# The core is imported on first use, so that sourcing the plugin stays cheap.
+# core.unwind is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = None
 
 
@@ -141,6 +141,15 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                        % (_level(pf), type(exc).__name__, exc))
             return None
 
+    def _decline(self, level, pc, why, always=False):
+        """Leave the frame to GDB's other unwinders, and say why under `set debug sframe on`
+        (`always`: an anomaly worth a line in the debug log whenever it happens)."""
+        self._note(level, DECLINED, pc or 0)
+        if always or self.plugin.debug:
+            where = "" if pc is None else "pc %#x: " % pc
+            self.plugin.log("frame #%d: %s%s" % (level, where, why))
+        return None
+
     def _unwind(self, pf, plugin):
         ms = plugin.tracker.current()
         if ms is None:                    # nothing loaded has SFrame
@@ -153,83 +162,66 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self._new_unwind()
         arch = self._arch(pf)
         if arch is None:
-            self._note(level, DECLINED, 0)
-            if plugin.debug:
-                plugin.log("frame #%d: architecture %s not supported" % (level, pf.architecture().name()))
-            return None
+            return self._decline(level, None, "architecture %s not supported" % pf.architecture().name())
         # The registers of a frame this unwinder produced are the ones it gave GDB: no need to ask.
         known = self._produced.get(level)
-        if known is not None:
-            pc, sp, fp = known
-        else:
-            pc = int(pf.read_register(arch.pc)) & MASK64
+        pc = known[0] if known is not None else int(pf.read_register(arch.pc)) & MASK64
         auto = plugin.mode is Mode.AUTO
         if auto:
             # The common case of mode auto, at the cost of one dict look-up: CFI covers both the
             # PC and PC - 1, so GDB's DWARF unwinder takes the frame whatever its kind.
             cfi = self._cfi_both.get(pc)
             if cfi is not None and self.dwarf_enabled():
-                self._note(level, DECLINED, pc)
-                if plugin.debug:
-                    plugin.log("frame #%d: pc %#x: left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)"
-                               % (level, pc, cfi))
-                return None
+                return self._decline(level, pc, "left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)" % cfi)
         found = ms.find(pc)
         if found is None and level > 0:
             found = ms.find(lookup_address(pc, True))
         if found is None:
-            self._note(level, DECLINED, pc)
-            if plugin.debug:
-                plugin.log("frame #%d: pc %#x: no SFrame covers it; left to GDB's other unwinders" % (level, pc))
-            return None
+            return self._decline(level, pc, "no SFrame covers it; left to GDB's other unwinders")
         index, module = found
         abi = arch.abi_for(index.abi)
         if abi is None:
-            self._note(level, DECLINED, pc)
-            plugin.log("frame #%d: pc %#x: %s has SFrame for another architecture"
-                       % (level, pc, module.path))
-            return None
+            return self._decline(level, pc, "%s has SFrame for another architecture" % module.path, always=True)
         self._inferior = gdb.selected_inferior()
         full = known is None and self._full(level, arch, abi)
         if auto:
-            # GDB looks a frame's CFI up at its address in the block: PC - 1 for a caller.
-            addr = lookup_address(pc, not (level == 0 or full))
-            choice = choose(plugin.mode, self.dwarf_enabled(), lambda: ms.cfi_find(module, addr))
-            if choice.cfi is not None and ms.cfi_find(module, pc - 1 if addr == pc else pc) is not None:
-                if len(self._cfi_both) >= 65536:      # bounded in a long session
-                    self._cfi_both = {}
-                self._cfi_both[pc] = choice.cfi
-            if not choice.sframe:
-                self._note(level, DECLINED, pc)
-                if plugin.debug:
-                    plugin.log("frame #%d: pc %#x: left to GDB's unwinders: %s%s" % (
-                        level, pc, choice.reason, " (%s)" % choice.cfi if choice.cfi else ""))
-                return None
+            why = self._dwarf_takes(ms, module, level, pc, full)
+            if why is not None:
+                return self._decline(level, pc, why)
         read = {abi.sp: known[1], abi.fp: known[2]}.get if known is not None \
             else archmod.register_reader(pf, arch, abi)
         frame = frame_from_registers(abi, pc, read, full=full, interrupted=full and level > 0)
-        sp = frame.sp
-        if sp is None:
-            self._note(level, DECLINED, pc)
-            plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
-            return None
+        if frame.sp is None:
+            return self._decline(level, pc, "declined: GDB cannot read %s" % arch.sp, always=True)
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0)
         if isinstance(res, Stop):
             if res.reason is StopReason.OUTERMOST:
                 self._note(level, OURS, pc)
-                return self._outermost(pf, arch, level, pc, sp, found, res)
-            self._note(level, DECLINED, pc)
-            plugin.log("frame #%d: pc %#x: declined: %s%s" % (
-                level, pc, res.reason.value, ": " + res.detail if res.detail else ""))
-            return None
+                return self._outermost(pf, arch, level, pc, frame.sp, found, res)
+            return self._decline(level, pc, "declined: %s%s" % (res.reason.value, ": " + res.detail if res.detail else ""),
+                                 always=True)
         if res.method is Method.SIGNAL:
             # GDB's own signal-trampoline unwinder knows this frame's type and registers.
-            self._note(level, DECLINED, pc)
             self._tramp[pc] = True
-            if plugin.debug:
-                plugin.log("frame #%d: pc %#x: signal trampoline; left to GDB's sigtramp unwinder" % (level, pc))
-            return None
+            return self._decline(level, pc, "signal trampoline; left to GDB's sigtramp unwinder")
         self._note(level, OURS, pc)
+        return self._unwind_info(pf, arch, abi, level, pc, res, module)
+
+    def _dwarf_takes(self, ms, module, level, pc, full):
+        """Why GDB's DWARF unwinder takes this frame in mode auto, or None if SFrame does."""
+        # GDB looks a frame's CFI up at its address in the block: PC - 1 for a caller.
+        addr = lookup_address(pc, not (level == 0 or full))
+        choice = choose(self.plugin.mode, self.dwarf_enabled(), lambda: ms.cfi_find(module, addr))
+        if choice.cfi is not None and ms.cfi_find(module, pc - 1 if addr == pc else pc) is not None:
+            if len(self._cfi_both) >= 65536:      # bounded in a long session
+                self._cfi_both = {}
+            self._cfi_both[pc] = choice.cfi
+        if choice.sframe:
+            return None
+        return "left to GDB's unwinders: %s%s" % (choice.reason, " (%s)" % choice.cfi if choice.cfi else "")
+
+    def _unwind_info(self, pf, arch, abi, level, pc, res, module):
+        """GDB's UnwindInfo for the caller `res` of the frame at `level`."""
         func = res.match.fde.start if res.match is not None else pc
         ui = pf.create_unwind_info(FrameId(gdb.Value(res.cfa), gdb.Value(func)))
         order = "big" if abi.big_endian else "little"
@@ -244,8 +236,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             save(pf, ui, arch, arch.ra, res.ra, order)
         self._produced[level + 1] = (res.pc, res.sp, res.fp)
         self.last[level] = (pc, res.cfa, res)
-        if plugin.debug:
-            plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
+        if self.plugin.debug:
+            self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
                 level, pc, res.method.value, res.cfa, res.pc, res.sp,
                 "" if res.fp is None else " fp %#x" % res.fp, module.path))
         return ui

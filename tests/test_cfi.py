@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 import toolchains as T
+
 from sframekit.core.cfi import DEBUG_FRAME, EH_FRAME, CfiIndex, CfiRange, CfiSection
 from sframekit.core.elf import ElfImage
 from sframekit.core.errors import CfiError

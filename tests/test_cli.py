@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import toolchains
+
 from sframekit.core.decode import Section
 from sframekit.core.elf import ElfImage, parse_address
 from sframekit.core.encode import encode

@@ -3,6 +3,8 @@
 import struct
 
 import pytest
+from synthetic import ctrl
+
 from sframekit.core import abi as abimod
 from sframekit.core import format as F
 from sframekit.core.decode import Section, parse_header
@@ -10,7 +12,6 @@ from sframekit.core.encode import Func, Row, build, encode
 from sframekit.core.errors import SFrameError
 from sframekit.core.index import SFrameIndex
 from sframekit.core.rules import RuleKind
-from synthetic import ctrl
 
 AMD64, A64LE, A64BE, S390X = (F.ABI.AMD64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_LITTLE,
                               F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from sframekit.core.corefile import CoreFile, CoreMemoryError, Mapping, Module, Thread
 from sframekit.core.elf import ElfImage
 from sframekit.core.errors import ElfError

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import synthetic
 import toolchains
+
 from sframekit.core import format as F
 from sframekit.core.decode import Section
 from sframekit.core.dump import dump, dump_file

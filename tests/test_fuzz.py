@@ -6,6 +6,7 @@ import fuzzing
 import synthetic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from sframekit.core.decode import Section
 from sframekit.core.encode import encode
 

@@ -419,7 +419,7 @@ def verify_lines(build, steps_scale=1, remote_port=None, sysroot=None):
     lines = ["mark verify %s" % fixture, "file %s" % build.path]
     if sysroot:
         lines += ["set sysroot %s" % sysroot, "set solib-search-path %s" % build.path.parent]
-    for fx, where, steps in VERIFY_PLAN:
+    for fx, where, _steps in VERIFY_PLAN:
         if fx != fixture:
             continue
         lines.append("break %s" % where)

@@ -289,7 +289,7 @@ def gcores(corpus, work):
 
 def core_session(gcores, work, lldb):
     lines = []
-    for cid, (b, exe, core) in gcores.items():
+    for cid, (_b, exe, core) in gcores.items():
         lines += ["target create %s --core %s" % (exe, core),
                   "probe frames %s-lldb" % cid,
                   "probe run %s-sbt sframe bt" % cid,
@@ -337,7 +337,7 @@ def qemu_cores(corpus, work):
                    "mv qemu_frames-%s_*.core %s.core" % (arch, arch)]
         made[arch] = (exe, d / ("%s.core" % arch))
     tcs.run_in("sid", ["sh", "-c", "\n".join(script)], cwd=d, check=True, timeout=300)
-    for arch, (exe, core) in made.items():
+    for arch, (_exe, core) in made.items():
         assert core.is_file(), "qemu wrote no core for %s" % arch
     return made
 
@@ -352,7 +352,7 @@ def cross_session(corpus, work, lldb, qemu_cores):
     ports = free_ports(len(cases))
     starts = []
     lines = []
-    for port, (arch, b, noeh) in zip(ports, cases):
+    for port, (_arch, b, noeh) in zip(ports, cases):
         exe = b.noeh if noeh else b.path
         starts.append("%s -L /usr/%s -g %d %s %s >/dev/null 2>&1 &" % (b.tc.qemu, b.tc.triplet, port, exe,
                                                                        " ".join(b.args)))

@@ -109,7 +109,7 @@ def compare_in_one_process(gdb, toolchain, plans, tmp_path):
     blocks = 0
     for build, plan in plans:
         fx = build.fixture
-        for k, (stop, _) in enumerate(plan):
+        for _k, (stop, _) in enumerate(plan):
             q = Qemu(toolchain, build.path, STOPS[fx][1])
             try:
                 cmds = ["try-cmd " + c for c in READ_ONLY]

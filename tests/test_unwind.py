@@ -12,6 +12,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from sframekit.core import abi as A
 from sframekit.core import format as F
 from sframekit.core import sigframe
