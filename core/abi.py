@@ -108,8 +108,10 @@ def info(abi: int) -> ABIInfo:
 
 
 def for_elf(machine: str, big_endian: bool) -> ABIInfo | None:
-    """The description for an ELF file's e_machine and byte order, or None."""
-    for a in ALL:
-        if a.elf_machine == machine and a.big_endian == big_endian:
+    """The description for an ELF file's e_machine and byte order (the machine's only ABI if the
+    byte order matches none), or None."""
+    same = [a for a in ALL if a.elf_machine == machine]
+    for a in same:
+        if a.big_endian == big_endian:
             return a
-    return None
+    return same[0] if same else None

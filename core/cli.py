@@ -16,7 +16,7 @@ def _image(path):
     return img
 
 
-def cmd_dump(args):
+def cmd_dump(args: argparse.Namespace) -> int:
     from .dump import dump
     img = _image(args.file)
     sf = img.sframe
@@ -24,7 +24,7 @@ def cmd_dump(args):
     return 0
 
 
-def cmd_lookup(args):
+def cmd_lookup(args: argparse.Namespace) -> int:
     from .elf import parse_address
     from .modules import ModuleSet, NotCovered, locate
     from .text import lookup_lines
@@ -39,12 +39,12 @@ def cmd_lookup(args):
     try:
         module, match = locate(modules, addr, lambda _addr: args.file, "file")
     except NotCovered as exc:
-        raise ElfError("%s: %s" % (args.file, exc)) from None
+        raise ElfError(str(exc)) from None
     print("\n".join(lookup_lines(addr, module, match, img.symbolize(match.fde.start))))
     return 0
 
 
-def cmd_backtrace(args):
+def cmd_backtrace(args: argparse.Namespace) -> int:
     from .backtrace import backtrace_core
     return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, all_threads=args.all_threads,
                           out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback)
@@ -55,12 +55,12 @@ def package_dir() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def cmd_gdbinit(args):
+def cmd_gdbinit(args: argparse.Namespace) -> int:
     print("source %s" % os.path.join(package_dir(), "sframe_gdb", "load.py"))
     return 0
 
 
-def cmd_lldbinit(args):
+def cmd_lldbinit(args: argparse.Namespace) -> int:
     print("command script import %s" % os.path.join(package_dir(), "lldb_plugin"))
     return 0
 

@@ -22,13 +22,16 @@ segments' bytes), `coreplace` (finding, checking and placing the mapped files), 
 """
 
 import os
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from .corememory import MAX_STRING, CoreMemory, CoreMemoryError
 from .corenotes import AT_ENTRY, AT_EXECFN, AT_PAGESZ, AT_PHDR, Mapping, Thread, arch_of, parse_notes
 from .coreplace import CoreFiles, Module, modules_from_nt_file
 from .elf import PF_R, PF_W, PT_LOAD, ProgramHeader, load_elf
 from .errors import ElfError
+
+if TYPE_CHECKING:
+    from .abi import ABIInfo
 
 __all__ = ["CoreFile", "CoreMemoryError", "Mapping", "Module", "Thread"]
 
@@ -56,8 +59,8 @@ class CoreFile:
     def __init__(self, path: str, sysroot: Optional[str] = None, exe: Optional[str] = None):
         self.path = os.fspath(path)
         self.warnings: List[str] = []
-        self._sysroot = os.fspath(sysroot) if sysroot else None
-        self._exe = os.fspath(exe) if exe else None
+        self.sysroot = os.fspath(sysroot) if sysroot else None
+        self.exe = os.fspath(exe) if exe else None
         self._modules: Optional[List[Module]] = None
         self._mappings: Optional[List[Mapping]] = None
         self._maps_so_far: List[Mapping] = []   # mappings usable by read() while the list is being built
@@ -78,6 +81,8 @@ class CoreFile:
         self.arch = arch.name
         self.big_endian = not elf.little_endian
         self.byte_order = "big" if self.big_endian else "little"
+        from .abi import for_elf
+        self._abi = for_elf(self.machine, self.big_endian)
         self.order = ">" if self.big_endian else "<"
         size = os.fstat(fh.fileno()).st_size
         segments, notes = [], []
@@ -97,7 +102,7 @@ class CoreFile:
                     raise ElfError("%s: note segment is truncated" % self.path)
                 notes.append(data)
         self.memory = CoreMemory(self.path, segments, self.byte_order)
-        self.files = CoreFiles(self.path, self._sysroot, self._exe, self.machine, self.memory.read_core_only,
+        self.files = CoreFiles(self.path, self.sysroot, self.exe, self.machine, self.memory.read_core_only,
                                self.warnings)
         n = parse_notes(notes, arch, self.order, self.path)
         self.threads, self.auxv, self.command, self.fname = n.threads, n.auxv, n.command, n.fname
@@ -124,10 +129,10 @@ class CoreFile:
         self.close()
 
     @property
-    def abi(self):
+    def abi(self) -> "ABIInfo":
         """The core.abi ABIInfo of this core's architecture."""
-        from . import abi
-        return abi.for_elf(self.machine, self.big_endian)
+        assert self._abi is not None        # every machine arch_of accepts has one
+        return self._abi
 
     # -- memory ----------------------------------------------------------------------------
 
@@ -242,16 +247,16 @@ class CoreFile:
                 self._build_from_link_map()
         return list(self._modules or ())
 
-    def _build_from_link_map(self):
+    def _build_from_link_map(self) -> None:
         """Modules and mappings of a core without NT_FILE, from r_debug's link_map chain."""
         from .corelinks import walk_link_map
         self._maps_so_far = []
         mods: List[Module] = []
         self._mappings_source = None
         self._building = True
-        self._exe_path_cache = self.exe_core_path()
         try:
-            walk_link_map(self, mods, self._maps_so_far)
+            exe_path = self._exe_path_cache = self.exe_core_path()
+            walk_link_map(self, exe_path, mods, self._maps_so_far)
         finally:
             self._mappings = sorted(self._maps_so_far, key=lambda m: m.start)
             self._maps_so_far = self._mappings

@@ -6,7 +6,7 @@ load bias.
 """
 
 import struct
-from typing import List
+from typing import List, Optional
 
 from .corememory import CoreMemoryError
 from .corenotes import AT_ENTRY, AT_PHDR, AT_PHNUM, AT_SYSINFO_EHDR, Mapping
@@ -24,11 +24,10 @@ _MAX_LINK_MAP = 4096          # entries walked before the chain is taken as corr
 _MAX_DYNAMIC = 4096
 
 
-def walk_link_map(core, mods: List[Module], maps: List[Mapping]) -> None:
-    """Append the executable and each library to `mods`, and their mappings to `maps` as they
-    are found (so that reads while walking can use them).  `core` is the CoreFile; what cannot
-    be found ends the walk with a warning."""
-    exe_path = core.exe_core_path()
+def walk_link_map(core, exe_path: Optional[str], mods: List[Module], maps: List[Mapping]) -> None:
+    """Append the executable (`exe_path`, as the core names it) and each library to `mods`, and
+    their mappings to `maps` as they are found (so that reads while walking can use them).
+    `core` is the CoreFile; what cannot be found ends the walk with a warning."""
     if exe_path is None:
         core.warnings.append("%s: no NT_FILE note and no executable name in the core" % core.path)
         return

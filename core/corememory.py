@@ -18,6 +18,7 @@ class CoreMemoryError(Exception):
 
     def __init__(self, address, reason="not in the core file nor in a read-only mapped file"):
         self.address = address
+        self.reason = reason
         super().__init__("cannot read memory at %#x: %s" % (address, reason))
 
 
@@ -39,7 +40,7 @@ class CoreMemory:
         self.byte_order = byte_order
         self._fh: Optional[BinaryIO] = None
 
-    def close(self):
+    def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
@@ -111,8 +112,6 @@ class CoreMemory:
                                               % ("writable" if seg.flags & PF_W else "non-readable"))
                     raise CoreMemoryError(cur, missing(cur))
             out += data
-            cur += len(data)
-            continue
             cur += len(data)
         return bytes(out)
 

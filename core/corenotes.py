@@ -104,11 +104,11 @@ class Thread:
     note_index: int = 0     # position of its NT_PRSTATUS note in the core
 
     @property
-    def pc(self):
+    def pc(self) -> int:
         return self.registers["pc"]
 
     @property
-    def sp(self):
+    def sp(self) -> int:
         return self.registers["sp"]
 
 

@@ -40,7 +40,7 @@ class CoreFiles:
         self._found: Dict[Tuple[str, bool], Optional[str]] = {}          # (path, is_exe) -> host path
         self._images: Dict[Tuple[str, bool], Optional[ElfImage]] = {}    # (path, is_exe) -> ElfImage
 
-    def close(self):
+    def close(self) -> None:
         for fh in self._files.values():
             if fh is not None:
                 fh.close()

@@ -8,7 +8,7 @@ bytes that could hold it (memory stays proportional to the section size).
 
 import struct
 import sys
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Tuple
 
 from . import abi as abimod
 from . import format as F
@@ -101,10 +101,8 @@ class Section:
         self._words: dict = {}    # info byte -> unpacker of its data words
         self._fde_size = h.fde_size
         self._starts = self._start_view()
-        # Section.walk's constants, bound once: single-FDE look-ups pay its set-up on every call.
-        self._walk_consts = (self.data, self.fre_base, h.fre_len, self._fres_at, self.fre_end, self._v3,
-                             h.version >= 2, section_addr, self.pcrel, self._fde_fmt.unpack_from, self._attr_unpack,
-                             self._start_readers, h.fde_size, h.num_fdes, h.num_fres, self.fde_base)
+        self._fields = self._fde_checker()
+        self._raw = self._fre_walker()
 
     def _start_view(self):
         """A zero-copy view of the raw start fields (element stride), when the layout allows one.
@@ -180,83 +178,90 @@ class Section:
     def fde(self, i: int) -> FDE:
         if not 0 <= i < self.header.num_fdes:
             raise IndexError(i)
-        return FDE(*next(self.walk(i, i + 1, False))[:-1])
+        off = self.fde_base + i * self._fde_size
+        return FDE(i, off, *self._fields(i, self._fde_fmt.unpack_from(self.data, off)))
 
     def fres_start(self, fde: FDE) -> int:
         """Byte offset in the section of FDE's first FRE."""
         return self._fres_at + fde.fre_off
 
     def raw_fres(self, fde: FDE) -> List[RawFRE]:
-        """[(offset, start, info and data-word bytes)] of one FDE's FREs, checked as `walk` checks them."""
-        return next(self.walk(fde.index, fde.index + 1, known=fde))[-1]
+        """[(offset, start, info and data-word bytes)] of one FDE's FREs, every bound, order and width
+        checked: the one walk over FRE bytes, shared by decoding (`fres`) and the dump."""
+        return self._raw(fde.index, fde.fre_off, fde.num_fres, fde.info, fde.size)
 
     def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         """Decode all FREs of one FDE (a tuple), checking bounds, order and widths."""
-        return tuple(self._fre(off, start, raw) for off, start, raw in self.raw_fres(fde))
+        return self._decode_fres(self._raw(fde.index, fde.fre_off, fde.num_fres, fde.info, fde.size))
 
-    def _fre(self, off, start, raw):
-        info = raw[0]
-        unpack = self._words.get(info)
-        if unpack is None:
-            count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
-            wsize = F.FRE_DATA_BYTES[info] // count if count else 1
-            fmt = struct.Struct("%s%d%s" % (self.header.endian, count, F.DATAWORD_FORMAT[wsize]))
-            unpack = self._words[info] = fmt.unpack_from
-        return FRE(off, start, info, unpack(raw, 1))
+    def _decode_fres(self, raw: List[RawFRE]) -> Tuple[FRE, ...]:
+        words = self._words
+        out = []
+        for off, start, key in raw:
+            info = key[0]
+            unpack = words.get(info) or self._words_unpacker(info)
+            out.append(FRE(off, start, info, unpack(key, 1)))
+        return tuple(out)
 
-    def walk(self, first: int = 0, stop: Optional[int] = None, fres: bool = True,
-             known: Optional[FDE] = None) -> Iterator[tuple]:
-        """The FDEs first..stop-1, each as a plain tuple of the FDE record's fields followed by its raw
-        FREs: the one loop over the records' bytes, and so the one place their bounds, types and
-        order are checked (a plain tuple: the dump makes no FDE record).
+    def _words_unpacker(self, info):
+        """unpack_from for the data words an FRE info byte announces (made once per info byte)."""
+        count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
+        wsize = F.FRE_DATA_BYTES[info] // count if count else 1
+        fmt = struct.Struct("%s%d%s" % (self.header.endian, count, F.DATAWORD_FORMAT[wsize]))
+        unpack = self._words[info] = fmt.unpack_from
+        return unpack
 
-        The raw FREs are [(offset, start, info and data-word bytes)], or None without `fres`.  A walk
-        over the whole section with its FREs also checks the FDE order (when flagged sorted) and the
-        FRE total.  `known`: the FDE first, already decoded (its FREs only are walked).
-        """
-        (data, fre_base, fre_len, fres_at, end, v3, mask_rep_checked, addr, pcrel, unpack, attr_unpack, readers,
-         fde_size, num_fdes, num_fres, fde_base) = self._walk_consts
-        off = fde_base + first * fde_size
-        whole = fres and first == 0 and stop is None
-        sorted_flag = whole and self.header.has(F.Flag.FDE_SORTED)
-        total = 0
-        prev_start = None
-        for i in range(first, num_fdes if stop is None else stop):
-            if known is None:
-                vals = unpack(data, off)
-                start_field, size, fre_off = vals[0], vals[1], vals[2]
-                start = addr + (off if pcrel else 0) + start_field
-                if v3:
-                    if fre_off + F.V3_ATTR_SIZE > fre_len:
-                        raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns fre_len %#x"
-                                          % (i, fre_off, fre_len))
-                    attr = fre_base + fre_off
-                    num, info, info2, rep = attr_unpack(data, attr)
-                    pad = 0
-                    if info2 & F.FDE_INFO2_TYPE_MASK > _MAX_FDE_TYPE:
-                        raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, info2 & F.FDE_INFO2_TYPE_MASK))
-                    info_off = attr + 2
-                else:
-                    num, info = vals[3], vals[4]
-                    info2 = 0
-                    rep, pad = (vals[5], vals[6]) if mask_rep_checked else (0, 0)
-                    if fre_off > fre_len:
-                        raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x" % (i, fre_off, fre_len))
-                    info_off = off + 16
-                stype = info & F.FDE_INFO_FRE_TYPE_MASK
-                if stype > _MAX_FRE_TYPE:
-                    raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, stype))
-                if rep == 0 and (info >> F.FDE_INFO_PCTYPE_BIT) & 1 and mask_rep_checked:
-                    raise SFrameError(info_off + 2 if v3 else off + 17,
-                                      "FDE %d: PC type MASK with repetition block size 0" % i)
-            else:              # a decoded FDE (Section.fres): its checks were made when it was decoded
-                i, off, start_field, start, size, fre_off, num, info, info2, rep, pad = known
-                stype = info & F.FDE_INFO_FRE_TYPE_MASK
-            if not fres:
-                yield i, off, start_field, start, size, fre_off, num, info, info2, rep, pad, None
-                off += fde_size
-                continue
+    def _fde_checker(self):
+        """fields(i, raw fields of FDE i): its fields after (index, offset), checked: the one place
+        FDE records are checked.  A plain tuple (the dump makes no FDE record); the section's constants
+        are bound once, as this runs for every function of a dump and on every look-up."""
+        h = self.header
+        data, fre_base, fre_len, v3 = self.data, self.fre_base, h.fre_len, self._v3
+        addr, pcrel, attr_unpack = self.section_addr, self.pcrel, self._attr_unpack
+        fde_base, fde_size = self.fde_base, h.fde_size
+        mask_rep_checked = h.version >= 2
+        attr_size, type2_mask, fre_type_mask = F.V3_ATTR_SIZE, F.FDE_INFO2_TYPE_MASK, F.FDE_INFO_FRE_TYPE_MASK
+        pctype_bit = F.FDE_INFO_PCTYPE_BIT
+
+        def fields(i, vals):
+            off = fde_base + i * fde_size
+            start_field, size, fre_off = vals[0], vals[1], vals[2]
+            start = addr + (off if pcrel else 0) + start_field
+            if v3:
+                if fre_off + attr_size > fre_len:
+                    raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns fre_len %#x"
+                                      % (i, fre_off, fre_len))
+                attr = fre_base + fre_off
+                num, info, info2, rep = attr_unpack(data, attr)
+                pad = 0
+                if info2 & type2_mask > _MAX_FDE_TYPE:
+                    raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, info2 & type2_mask))
+                info_off = attr + 2
+            else:
+                num, info = vals[3], vals[4]
+                info2 = 0
+                rep, pad = (vals[5], vals[6]) if mask_rep_checked else (0, 0)
+                if fre_off > fre_len:
+                    raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x" % (i, fre_off, fre_len))
+                info_off = off + 16
+            if info & fre_type_mask > _MAX_FRE_TYPE:
+                raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, info & fre_type_mask))
+            if rep == 0 and (info >> pctype_bit) & 1 and mask_rep_checked:
+                raise SFrameError(info_off + 2 if v3 else off + 17,
+                                  "FDE %d: PC type MASK with repetition block size 0" % i)
+            return start_field, start, size, fre_off, num, info, info2, rep, pad
+        return fields
+
+    def _fre_walker(self):
+        """raw_fres(i, fre_off, num_fres, info, size): the one walk over an FDE's FRE bytes, every
+        bound, order and width checked, with the section's constants bound once."""
+        data, fres_at, end = self.data, self._fres_at, self.fre_end
+        readers, bad = self._start_readers, self._bad_fre
+        data_bytes, type_mask = F.FRE_DATA_BYTES, F.FDE_INFO_FRE_TYPE_MASK
+
+        def raw_fres(i: int, fre_off: int, num: int, info: int, size: int) -> List[RawFRE]:
             pos = fres_at + fre_off
+            stype = info & type_mask
             ssize = _START_BYTES[stype]
             if num * (ssize + 1) > end - pos:
                 raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
@@ -267,29 +272,19 @@ class Section:
             for _ in range(num):
                 q = pos + ssize
                 if q >= end:
-                    self._bad_fre(i, stype, size, len(out), pos, prev)
-                n = _DATA_BYTES[data[q]]
+                    bad(i, stype, size, len(out), pos, prev)
+                n = data_bytes[data[q]]
                 if n is None:
-                    self._bad_fre(i, stype, size, len(out), pos, prev)
+                    bad(i, stype, size, len(out), pos, prev)
                 r = q + 1 + n
-                fre_start = read_start(pos)
-                if r > end or fre_start > size or fre_start <= prev:
-                    self._bad_fre(i, stype, size, len(out), pos, prev)
-                out.append((pos, fre_start, data[q:r]))
-                prev = fre_start
+                start = read_start(pos)
+                if r > end or start > size or start <= prev:
+                    bad(i, stype, size, len(out), pos, prev)
+                out.append((pos, start, data[q:r]))
+                prev = start
                 pos = r
-            if whole:
-                total += num
-                if total > num_fres:
-                    raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % num_fres)
-                if sorted_flag and prev_start is not None and start < prev_start:
-                    raise SFrameError(off, "FDE %d starts at %#x, before FDE %d (%#x), though the section is "
-                                           "flagged sorted" % (i, start, i - 1, prev_start))
-                prev_start = start
-            yield i, off, start_field, start, size, fre_off, num, info, info2, rep, pad, out
-            off += fde_size
-        if whole and total != num_fres:
-            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (total, num_fres))
+            return out
+        return raw_fres
 
     def _bad_fre(self, i, stype, size, k, pos, prev):
         """Raise the error of FDE i's FRE k at pos, which failed walk's checks (the slow path)."""
@@ -312,15 +307,36 @@ class Section:
         raise SFrameError(pos, "FDE %d: FRE %d start %#x does not increase (previous %#x)" % (i, k, start, prev))
 
     def fdes(self) -> Iterator[FDE]:
-        """Every FDE, in stored order (checked as `walk` checks them)."""
-        for rec in self.walk(fres=False):
-            yield FDE(*rec[:-1])
+        """Every FDE, in stored order (checked as `fde` checks them)."""
+        for i in range(self.header.num_fdes):
+            yield self.fde(i)
 
     def records(self) -> Iterator[tuple]:
-        """`walk` over the whole section, with what only a whole walk checks: the FDE order when
-        flagged sorted and the FRE total.  Shared by `check_all` and the dump; memory stays flat
-        (one function's records at a time)."""
-        return self.walk()
+        """Every function as (index, FDE fields after index and offset, raw FREs).  Checked
+        in full: each FDE and its FREs, the FDE order when flagged sorted and the FRE total.  The
+        one walk over a whole section, shared by `check_all` and the dump; memory stays flat (one
+        function's records at a time)."""
+        h = self.header
+        fields, raw_fres = self._fields, self._raw
+        fde_base, fde_size, num_fres = self.fde_base, h.fde_size, h.num_fres
+        sorted_flag = h.has(F.Flag.FDE_SORTED)
+        total = 0
+        prev_start = None
+        recs = struct.iter_unpack(self._fde_fmt.format, self.data[fde_base:fde_base + h.num_fdes * fde_size])
+        for i, vals in enumerate(recs):
+            f = fields(i, vals)
+            raw = raw_fres(i, f[3], f[4], f[5], f[2])
+            total += f[4]
+            if total > num_fres:
+                raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % num_fres)
+            start = f[1]
+            if sorted_flag and prev_start is not None and start < prev_start:
+                raise SFrameError(fde_base + i * fde_size, "FDE %d starts at %#x, before FDE %d (%#x), though "
+                                  "the section is flagged sorted" % (i, start, i - 1, prev_start))
+            prev_start = start
+            yield i, f, raw
+        if total != num_fres:
+            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (total, num_fres))
 
     def check_all(self, keep: bool = True) -> List[Tuple[FDE, Tuple[FRE, ...]]]:
         """Decode everything and check what a single lookup cannot: the FRE total and the FDE order.
@@ -329,11 +345,12 @@ class Section:
         records at a time).
         """
         out = []
-        fre = self._fre
-        for rec in self.records():
-            fres = tuple(fre(pos, start, r) for pos, start, r in rec[-1])
+        decode = self._decode_fres
+        base, size = self.fde_base, self.header.fde_size
+        for i, fields, raw in self.records():
+            fres = decode(raw)
             if keep:
-                out.append((FDE(*rec[:-1]), fres))
+                out.append((FDE(i, base + i * size, *fields), fres))
         return out
 
 

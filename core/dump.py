@@ -52,9 +52,11 @@ _FLAG_NAMES = ((F.Flag.FDE_SORTED, "SFRAME_F_FDE_SORTED"),
                (F.Flag.FRAME_POINTER, "SFRAME_F_FRAME_POINTER"),
                (F.Flag.FDE_FUNC_START_PCREL, "SFRAME_F_FDE_FUNC_START_PCREL"))
 _ROW = "    %016x  %s"
-_FUNC = "    func idx [%d]: pc = 0x%x, size = %d bytes%s"
-# A function's heading: blank line, function line, column titles.
-_HEAD = "\n" + _FUNC + "\n    STARTPC%s      CFA       FP        RA           "
+# A function's heading: blank line, function line (index, pc, size, then attributes), column
+# titles (STARTPC[m] for PC-type MASK).  Filled once per kind of function with the attributes and
+# the [m] mark: what remains are the index, pc and size.
+_HEAD = ("\n    func idx [%%d]: pc = 0x%%x, size = %%d bytes%s"
+         "\n    STARTPC%s      CFA       FP        RA           ")
 _UNDEFINED = "RA undefined"
 _MAX_WORDS = {1: 3, 2: 6, 3: 6}    # more and libsframe refuses the FRE (readelf repeats the previous row)
 
@@ -214,20 +216,21 @@ def dump(section_data: bytes, section_addr: int, name: str = ".sframe") -> str:
     out = header_lines(h, name)
     rt = _RowText(h)
     flex_type = int(F.FDEType.FLEX) if h.version == 3 else -1
-    kinds: dict = {}    # (info, info2) -> (function-line suffix, row text cache, row text maker, mask?)
+    kinds: dict = {}    # info | info2 << 8 -> (function heading, row text cache, row text maker, mask?)
     append = out.append
-    head, row, m64 = _HEAD, _ROW, F.MASK64
+    row, m64 = _ROW, F.MASK64
     unprintable = None
-    for i, _off, _field, start, size, _fre_off, _num, info, info2, _rep, _pad, raw in sec.records():
-        kind = kinds.get((info, info2))
+    for i, (_field, start, size, _fre_off, _num, info, info2, _rep, _pad), raw in sec.records():
+        kind = kinds.get(info | info2 << 8)
         if kind is None:
             flex = (info2 & F.FDE_INFO2_TYPE_MASK) == flex_type
-            kind = kinds[info, info2] = (function_suffix(h, info, info2), rt.flex if flex else rt.default,
-                                         rt.flex_text if flex else rt.default_text,
-                                         (info >> F.FDE_INFO_PCTYPE_BIT) & 1)
-        suffix, cache, text, mask = kind
+            mask = (info >> F.FDE_INFO_PCTYPE_BIT) & 1
+            heading = _HEAD % (function_suffix(h, info, info2).replace("%", "%%"), "[m]" if mask else "   ")
+            kind = kinds[info | info2 << 8] = (heading, rt.flex if flex else rt.default,
+                                                rt.flex_text if flex else rt.default_text, mask)
+        heading, cache, text, mask = kind
         # readelf prints the size with %d: as a signed 32-bit int.
-        append(head % (i, start & m64, size - (size >> 31 << 32), suffix, "[m]" if mask else "   "))
+        append(heading % (i, start & m64, size - (size >> 31 << 32)))
         base = 0 if mask else start
         for pos, st, key in raw:
             t = cache.get(key)

@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Tuple
 
+from . import abi as abimod
 from . import format as F
 from .records import FDE, FRE, Header
 
@@ -21,7 +22,7 @@ def _word(e, size, value):
     return struct.pack(e + F.DATAWORD_FORMAT[size], value)
 
 
-def encode_fre(e, fre_type, fre):
+def encode_fre(e: str, fre_type: F.FREType, fre: FRE) -> bytes:
     return (struct.pack(e + F.FRE_START_FORMAT[fre_type] + "B", fre.start, fre.info)
             + b"".join(_word(e, fre.word_size, w) for w in fre.words))
 
@@ -90,7 +91,7 @@ def _fits(size, v):
     return -(1 << (8 * size - 1)) <= v < (1 << (8 * size))
 
 
-def fre_info(row):
+def fre_info(row: Row) -> int:
     words = tuple(row.words)
     size = row.word_size or next((s for s in (1, 2, 4) if all(_fits(s, w) for w in words)), 4)
     code = {1: F.DataWordSize.B1, 2: F.DataWordSize.B2, 4: F.DataWordSize.B4}[size]
@@ -108,9 +109,10 @@ def build(version: int, abi: int, funcs: Sequence[Func], *, section_addr: int = 
           fixed_fp: int = 0, fixed_ra: Optional[int] = None, auxhdr: bytes = b"", sort: bool = True) -> bytes:
     """Lay out and encode a section for `funcs`.  Returns the bytes."""
     abi = F.ABI(abi)
-    big = abi in (F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)
-    if fixed_ra is None:
-        fixed_ra = -8 if abi is F.ABI.AMD64_ENDIAN_LITTLE else 0
+    desc = abimod.info(abi)
+    big = desc.big_endian
+    if fixed_ra is None:       # where the RA is in no register, it is always at CFA - ptr (x86-64)
+        fixed_ra = 0 if desc.ra_in_register else -desc.ptr_size
     if flags is None:
         flags = F.Flag.FDE_SORTED | (F.Flag.FDE_FUNC_START_PCREL if version >= 2 else 0)
     funcs = sorted(funcs, key=lambda f: f.start) if sort else list(funcs)

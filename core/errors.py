@@ -4,7 +4,7 @@
 class SFrameError(ValueError):
     """A malformed SFrame section.  Names the byte offset (within the section) and the rule broken."""
 
-    def __init__(self, offset, rule):
+    def __init__(self, offset: int, rule: str):
         self.offset = offset
         self.rule = rule
         super().__init__("malformed SFrame section at byte offset %#x: %s" % (offset, rule))
@@ -22,7 +22,7 @@ class CfiError(ValueError):
     """A malformed DWARF CFI section (.eh_frame, .eh_frame_hdr, .debug_frame): names it, the byte
     offset within it and the rule broken."""
 
-    def __init__(self, section, offset, rule):
+    def __init__(self, section: str, offset: int, rule: str):
         self.section = section
         self.offset = offset
         self.rule = rule

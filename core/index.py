@@ -6,7 +6,7 @@ function's FREs and interpreted rules.  A section not flagged sorted is sorted o
 """
 
 import bisect
-from typing import NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 from . import format as F
 from .decode import Section
@@ -40,13 +40,13 @@ class SFrameIndex:
 
     CACHE_LIMIT = 4096
 
-    def __init__(self, data, section_addr=0):
+    def __init__(self, data: bytes, section_addr: int = 0):
         self.section = Section(data, section_addr)
         self.header = self.section.header
         self._order = None if self.header.has(F.Flag.FDE_SORTED) else False
-        self._funcs = {}
-        self._fdes = {}
-        self._range = None
+        self._funcs: Dict[int, _FuncCache] = {}
+        self._fdes: Dict[int, FDE] = {}
+        self._range: Optional[Tuple[int, int]] = None
 
     @property
     def abi(self) -> F.ABI:
@@ -80,7 +80,7 @@ class SFrameIndex:
                 first = self.section.fde(order[0] if order else 0)
                 last = self.section.fde(order[-1] if order else n - 1)
                 self._range = (first.start, max(first.end, last.end))
-        return self._range
+        return self._range  # type: ignore[return-value]  # set just above
 
     def find_fde(self, pc: int) -> Optional[FDE]:
         """The FDE whose [start, start+size) contains pc, or None."""

@@ -30,6 +30,7 @@ class Module:
     section_addr: Optional[int] = None   # its load address
     cfi_loader: object = None   # optional: () -> [core.cfi.CfiSection] of the file, as loaded
     cfi: Optional[CfiIndex] = None       # which addresses DWARF CFI covers, built on first use
+    no_sframe: bool = False     # the file has no SFrame section (error says so)
 
     @property
     def load_bias(self) -> int:
@@ -101,6 +102,7 @@ class ModuleSet:
         except (ElfError, SFrameError, OSError) as exc:
             m.error = str(exc)
             m.index = None
+            m.no_sframe = isinstance(exc, NoSFrameError)
             self.log("%s: %s" % (m.path, exc))
         except Exception as exc:   # the bias callback is adapter code: report, never propagate
             m.error = "cannot load: %s" % exc
@@ -183,6 +185,8 @@ def locate(modules: ModuleSet, addr: int, owner: Optional[Callable[[int], Option
         m = modules.by_path(path)
         if m is not None and m.index is not None:
             raise NotCovered(head + "it lies outside the SFrame range of %s." % path)
+        if m is not None and m.error and not m.no_sframe:
+            raise NotCovered(head + "the SFrame section of %s cannot be used: %s" % (path, m.error))
         raise NotCovered(head + "%s has no .sframe section." % path)
     index, module = found
     try:

@@ -8,7 +8,7 @@ unwinder cannot: no CFI covers the PC, or the debugger's DWARF unwinders are dis
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from .cfi import CfiRange
 
@@ -19,7 +19,7 @@ class Mode(Enum):
     OFF = "off"             # never
 
     @classmethod
-    def names(cls):
+    def names(cls) -> List[str]:
         return [m.value for m in cls]
 
 

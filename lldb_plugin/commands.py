@@ -128,7 +128,7 @@ def _frame_state(frame, abi, full):
         raise UserError("frame #%d has no PC" % frame.GetFrameID())
 
     def read(num):
-        if not abi.is_register(num):
+        if num not in abi.regnames or not abi.is_register(num):
             return None
         value = _register(frame, _regnames(abi, num))
         if value is None and num == abi.sp:

@@ -191,8 +191,9 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         read = {abi.sp: known[1], abi.fp: known[2]}.get if known is not None \
             else archmod.register_reader(pf, arch, abi)
         frame = frame_from_registers(abi, pc, read, full=full, interrupted=full and level > 0)
-        if frame.sp is None:
-            return self._decline(level, pc, "declined: GDB cannot read %s" % arch.sp, always=True)
+        if frame.sp is None:      # as an internal error: no record for this level
+            plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
+            return None
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0)
         if isinstance(res, Stop):
             if res.reason is StopReason.OUTERMOST:

@@ -121,6 +121,27 @@ class TryCmd(gdb.Command):
         gdb.write("TRY-OK\n")
 
 
+class FinishOuter(gdb.Command):
+    """finish-outer: select frame 1 and `finish` out of it, if its function is the program's own.
+
+    Out of a C library frame such as a thread's start routine, `finish` may never return: the
+    thread exits, and whether GDB then reports the thread or the whole process gone is a race.
+    """
+
+    def __init__(self):
+        super().__init__("finish-outer", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        frame = gdb.selected_frame().older()
+        sym = frame.function() if frame is not None else None
+        own = gdb.current_progspace().filename
+        if sym is None or sym.symtab is None or sym.symtab.objfile.filename != own:
+            gdb.write("finish-outer: frame 1 is not in the program; not finished\n")
+            return
+        gdb.execute("frame 1")
+        gdb.execute("finish")
+
+
 class Mark(gdb.Command):
     """mark TEXT: print MARK TEXT."""
 
@@ -134,4 +155,5 @@ class Mark(gdb.Command):
 FramesDump()
 DwarfUnwinders()
 TryCmd()
+FinishOuter()
 Mark()

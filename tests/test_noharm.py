@@ -49,8 +49,9 @@ def session(build, k, stop, steps, with_plugin):
     if with_plugin:
         lines += ["frames-dump auto-%s-%d" % (fx, k), "set sframe mode always",
                   "frames-dump always-%s-%d" % (fx, k), "set sframe mode auto"]
-    # Out of frame 0, then out of an outer frame (GDB needs that frame's caller to stop in it).
-    cmds = ["frame 0", "finish", "bt full", "frame 1", "finish", "bt full", "info registers"]
+    # Out of frame 0, then out of an outer frame (GDB needs that frame's caller to stop in it;
+    # finish-outer leaves out C library frames, which may never return).
+    cmds = ["frame 0", "finish", "bt full", "finish-outer", "bt full", "info registers"]
     lines += ["mark cmp %s %s finish" % (fx, stop)] + ["try-cmd " + c for c in cmds] + ["mark end"]
     lines += ["try-cmd kill", "delete"]
     return lines
