@@ -8,7 +8,7 @@ bytes that could hold it (memory stays proportional to the section size).
 
 import struct
 import sys
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from . import abi as abimod
 from . import format as F
@@ -21,7 +21,7 @@ RawFRE = Tuple[int, int, bytes]     # (offset, start, info byte and data-word by
 _MAX_FDE_TYPE = max(F.FDEType)
 _MAX_FRE_TYPE = max(F.FREType)
 _START_BYTES = tuple(F.FRE_START_SIZE[t] for t in F.FREType)
-_DATA_BYTES = F.FRE_DATA_BYTES
+_RUN = 1024          # functions read per call in whole-section walks (memory stays bounded)
 
 
 def parse_header(data: bytes) -> Header:
@@ -101,8 +101,7 @@ class Section:
         self._words: dict = {}    # info byte -> unpacker of its data words
         self._fde_size = h.fde_size
         self._starts = self._start_view()
-        self._fields = self._fde_checker()
-        self._raw = self._fre_walker()
+        self._read = self._reader()
 
     def _start_view(self):
         """A zero-copy view of the raw start fields (element stride), when the layout allows one.
@@ -178,21 +177,19 @@ class Section:
     def fde(self, i: int) -> FDE:
         if not 0 <= i < self.header.num_fdes:
             raise IndexError(i)
-        off = self.fde_base + i * self._fde_size
-        return FDE(i, off, *self._fields(i, self._fde_fmt.unpack_from(self.data, off)))
+        return FDE._make(self._read(i, i + 1, None, None)[0])
 
     def fres_start(self, fde: FDE) -> int:
         """Byte offset in the section of FDE's first FRE."""
         return self._fres_at + fde.fre_off
 
     def raw_fres(self, fde: FDE) -> List[RawFRE]:
-        """[(offset, start, info and data-word bytes)] of one FDE's FREs, every bound, order and width
-        checked: the one walk over FRE bytes, shared by decoding (`fres`) and the dump."""
-        return self._raw(fde.index, fde.fre_off, fde.num_fres, fde.info, fde.size)
+        """[(offset, start, info and data-word bytes)] of one FDE's FREs, checked as `records` checks them."""
+        return self._read(fde.index, fde.index + 1, fde, None)[0]
 
     def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         """Decode all FREs of one FDE (a tuple), checking bounds, order and widths."""
-        return self._decode_fres(self._raw(fde.index, fde.fre_off, fde.num_fres, fde.info, fde.size))
+        return self._decode_fres(self._read(fde.index, fde.index + 1, fde, None)[0])
 
     def _decode_fres(self, raw: List[RawFRE]) -> Tuple[FRE, ...]:
         words = self._words
@@ -211,80 +208,108 @@ class Section:
         unpack = self._words[info] = fmt.unpack_from
         return unpack
 
-    def _fde_checker(self):
-        """fields(i, raw fields of FDE i): its fields after (index, offset), checked: the one place
-        FDE records are checked.  A plain tuple (the dump makes no FDE record); the section's constants
-        are bound once, as this runs for every function of a dump and on every look-up."""
+    def _reader(self):
+        """read(first, stop, known, whole): the one reader of FDE and FRE records: every bound,
+        type and order is checked here, and nowhere else.  The section's constants are bound once,
+        and a call reads a run of functions, so that a dump makes no Python call per function
+        and a look-up pays no set-up.
+
+        - known None, whole None: [FDE fields as plain tuples] of FDEs first..stop-1;
+        - known = FDE first: [its raw FREs (offset, start, info and data-word bytes)];
+        - whole = [FRE total so far, previous start]: [(FDE fields, raw FREs)] of first..stop-1,
+          with the checks of a walk over the whole section (FRE total, order when flagged sorted),
+          the state carried from one run to the next.
+        """
         h = self.header
-        data, fre_base, fre_len, v3 = self.data, self.fre_base, h.fre_len, self._v3
+        data, fre_base, fre_len, fres_at, end = self.data, self.fre_base, h.fre_len, self._fres_at, self.fre_end
+        v3, mask_rep_checked = self._v3, h.version >= 2
         addr, pcrel, attr_unpack = self.section_addr, self.pcrel, self._attr_unpack
-        fde_base, fde_size = self.fde_base, h.fde_size
-        mask_rep_checked = h.version >= 2
-        attr_size, type2_mask, fre_type_mask = F.V3_ATTR_SIZE, F.FDE_INFO2_TYPE_MASK, F.FDE_INFO_FRE_TYPE_MASK
-        pctype_bit = F.FDE_INFO_PCTYPE_BIT
-
-        def fields(i, vals):
-            off = fde_base + i * fde_size
-            start_field, size, fre_off = vals[0], vals[1], vals[2]
-            start = addr + (off if pcrel else 0) + start_field
-            if v3:
-                if fre_off + attr_size > fre_len:
-                    raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns fre_len %#x"
-                                      % (i, fre_off, fre_len))
-                attr = fre_base + fre_off
-                num, info, info2, rep = attr_unpack(data, attr)
-                pad = 0
-                if info2 & type2_mask > _MAX_FDE_TYPE:
-                    raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, info2 & type2_mask))
-                info_off = attr + 2
-            else:
-                num, info = vals[3], vals[4]
-                info2 = 0
-                rep, pad = (vals[5], vals[6]) if mask_rep_checked else (0, 0)
-                if fre_off > fre_len:
-                    raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x" % (i, fre_off, fre_len))
-                info_off = off + 16
-            if info & fre_type_mask > _MAX_FRE_TYPE:
-                raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, info & fre_type_mask))
-            if rep == 0 and (info >> pctype_bit) & 1 and mask_rep_checked:
-                raise SFrameError(info_off + 2 if v3 else off + 17,
-                                  "FDE %d: PC type MASK with repetition block size 0" % i)
-            return start_field, start, size, fre_off, num, info, info2, rep, pad
-        return fields
-
-    def _fre_walker(self):
-        """raw_fres(i, fre_off, num_fres, info, size): the one walk over an FDE's FRE bytes, every
-        bound, order and width checked, with the section's constants bound once."""
-        data, fres_at, end = self.data, self._fres_at, self.fre_end
+        fde_base, fde_size, fde_format = self.fde_base, h.fde_size, self._fde_fmt.format
         readers, bad = self._start_readers, self._bad_fre
-        data_bytes, type_mask = F.FRE_DATA_BYTES, F.FDE_INFO_FRE_TYPE_MASK
+        num_fres, sorted_flag = h.num_fres, h.has(F.Flag.FDE_SORTED)
+        attr_size, type2_mask, fre_type_mask = F.V3_ATTR_SIZE, F.FDE_INFO2_TYPE_MASK, F.FDE_INFO_FRE_TYPE_MASK
+        pctype_bit, data_bytes = F.FDE_INFO_PCTYPE_BIT, F.FRE_DATA_BYTES
 
-        def raw_fres(i: int, fre_off: int, num: int, info: int, size: int) -> List[RawFRE]:
-            pos = fres_at + fre_off
-            stype = info & type_mask
-            ssize = _START_BYTES[stype]
-            if num * (ssize + 1) > end - pos:
-                raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
-                                  % (i, num, max(end - pos, 0)))
-            read_start = readers[stype]
-            out: List[RawFRE] = []
-            prev = -1
-            for _ in range(num):
-                q = pos + ssize
-                if q >= end:
-                    bad(i, stype, size, len(out), pos, prev)
-                n = data_bytes[data[q]]
-                if n is None:
-                    bad(i, stype, size, len(out), pos, prev)
-                r = q + 1 + n
-                start = read_start(pos)
-                if r > end or start > size or start <= prev:
-                    bad(i, stype, size, len(out), pos, prev)
-                out.append((pos, start, data[q:r]))
-                prev = start
-                pos = r
+        def read(first: int, stop: int, known: Optional[FDE], whole: Optional[list]) -> list:
+            out: list = []
+            off = fde_base + first * fde_size
+            recs = ((known,) if known is not None
+                    else struct.iter_unpack(fde_format, data[off:fde_base + stop * fde_size]))
+            i = first
+            for vals in recs:
+                if known is not None:      # decoded (and checked) by an earlier call
+                    _, _, start_field, start, size, fre_off, num, info, info2, rep, pad = known
+                    stype = info & fre_type_mask
+                else:
+                    start_field, size, fre_off = vals[0], vals[1], vals[2]
+                    start = addr + (off if pcrel else 0) + start_field
+                    if v3:
+                        if fre_off + attr_size > fre_len:
+                            raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns "
+                                                        "fre_len %#x" % (i, fre_off, fre_len))
+                        attr = fre_base + fre_off
+                        num, info, info2, rep = attr_unpack(data, attr)
+                        pad = 0
+                        if info2 & type2_mask > _MAX_FDE_TYPE:
+                            raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, info2 & type2_mask))
+                        info_off = attr + 2
+                    else:
+                        num, info = vals[3], vals[4]
+                        info2 = 0
+                        rep, pad = (vals[5], vals[6]) if mask_rep_checked else (0, 0)
+                        if fre_off > fre_len:
+                            raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x"
+                                              % (i, fre_off, fre_len))
+                        info_off = off + 16
+                    stype = info & fre_type_mask
+                    if stype > _MAX_FRE_TYPE:
+                        raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, stype))
+                    if rep == 0 and (info >> pctype_bit) & 1 and mask_rep_checked:
+                        raise SFrameError(info_off + 2 if v3 else off + 17,
+                                          "FDE %d: PC type MASK with repetition block size 0" % i)
+                    fields = (i, off, start_field, start, size, fre_off, num, info, info2, rep, pad)
+                    if whole is None:
+                        out.append(fields)
+                        off += fde_size
+                        i += 1
+                        continue
+                pos = fres_at + fre_off
+                ssize = _START_BYTES[stype]
+                if num * (ssize + 1) > end - pos:
+                    raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
+                                      % (i, num, max(end - pos, 0)))
+                read_start = readers[stype]
+                raw: List[RawFRE] = []
+                prev = -1
+                for _ in range(num):
+                    q = pos + ssize
+                    if q >= end:
+                        bad(i, stype, size, len(raw), pos, prev)
+                    n = data_bytes[data[q]]
+                    if n is None:
+                        bad(i, stype, size, len(raw), pos, prev)
+                    r = q + 1 + n
+                    fre_start = read_start(pos)
+                    if r > end or fre_start > size or fre_start <= prev:
+                        bad(i, stype, size, len(raw), pos, prev)
+                    raw.append((pos, fre_start, data[q:r]))
+                    prev = fre_start
+                    pos = r
+                if whole is None:          # known
+                    out.append(raw)
+                    break
+                whole[0] += num
+                if whole[0] > num_fres:
+                    raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % num_fres)
+                if sorted_flag and whole[1] is not None and start < whole[1]:
+                    raise SFrameError(off, "FDE %d starts at %#x, before FDE %d (%#x), though the section is "
+                                           "flagged sorted" % (i, start, i - 1, whole[1]))
+                whole[1] = start
+                out.append((fields, raw))
+                off += fde_size
+                i += 1
             return out
-        return raw_fres
+        return read
 
     def _bad_fre(self, i, stype, size, k, pos, prev):
         """Raise the error of FDE i's FRE k at pos, which failed walk's checks (the slow path)."""
@@ -308,35 +333,28 @@ class Section:
 
     def fdes(self) -> Iterator[FDE]:
         """Every FDE, in stored order (checked as `fde` checks them)."""
-        for i in range(self.header.num_fdes):
-            yield self.fde(i)
+        n, make = self.header.num_fdes, FDE._make
+        for first in range(0, n, _RUN):
+            for fields in self._read(first, min(first + _RUN, n), None, None):
+                yield make(fields)
 
-    def records(self) -> Iterator[tuple]:
-        """Every function as (index, FDE fields after index and offset, raw FREs).  Checked
-        in full: each FDE and its FREs, the FDE order when flagged sorted and the FRE total.  The
-        one walk over a whole section, shared by `check_all` and the dump; memory stays flat (one
-        function's records at a time)."""
+    def records(self) -> Iterator[Tuple[tuple, List[RawFRE]]]:
+        """(an FDE record's fields as a plain tuple, its raw FREs) for every function, checked in
+        full: each FDE and its FREs, the FDE order when flagged sorted and the FRE total.  The one
+        walk over a whole section, shared by `check_all` and the dump."""
+        for run in self.runs():
+            yield from run
+
+    def runs(self) -> Iterator[List[Tuple[tuple, List[RawFRE]]]]:
+        """`records` in runs of up to _RUN functions (lists): memory stays bounded, and a consumer
+        as hot as the dump pays the generator once per run."""
         h = self.header
-        fields, raw_fres = self._fields, self._raw
-        fde_base, fde_size, num_fres = self.fde_base, h.fde_size, h.num_fres
-        sorted_flag = h.has(F.Flag.FDE_SORTED)
-        total = 0
-        prev_start = None
-        recs = struct.iter_unpack(self._fde_fmt.format, self.data[fde_base:fde_base + h.num_fdes * fde_size])
-        for i, vals in enumerate(recs):
-            f = fields(i, vals)
-            raw = raw_fres(i, f[3], f[4], f[5], f[2])
-            total += f[4]
-            if total > num_fres:
-                raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % num_fres)
-            start = f[1]
-            if sorted_flag and prev_start is not None and start < prev_start:
-                raise SFrameError(fde_base + i * fde_size, "FDE %d starts at %#x, before FDE %d (%#x), though "
-                                  "the section is flagged sorted" % (i, start, i - 1, prev_start))
-            prev_start = start
-            yield i, f, raw
-        if total != num_fres:
-            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (total, num_fres))
+        n = h.num_fdes
+        whole: list = [0, None]
+        for first in range(0, n, _RUN):
+            yield self._read(first, min(first + _RUN, n), None, whole)
+        if whole[0] != h.num_fres:
+            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (whole[0], h.num_fres))
 
     def check_all(self, keep: bool = True) -> List[Tuple[FDE, Tuple[FRE, ...]]]:
         """Decode everything and check what a single lookup cannot: the FRE total and the FDE order.
@@ -346,11 +364,10 @@ class Section:
         """
         out = []
         decode = self._decode_fres
-        base, size = self.fde_base, self.header.fde_size
-        for i, fields, raw in self.records():
+        for fields, raw in self.records():
             fres = decode(raw)
             if keep:
-                out.append((FDE(i, base + i * size, *fields), fres))
+                out.append((FDE._make(fields), fres))
         return out
 
 

@@ -220,27 +220,28 @@ def dump(section_data: bytes, section_addr: int, name: str = ".sframe") -> str:
     append = out.append
     row, m64 = _ROW, F.MASK64
     unprintable = None
-    for i, (_field, start, size, _fre_off, _num, info, info2, _rep, _pad), raw in sec.records():
-        kind = kinds.get(info | info2 << 8)
-        if kind is None:
-            flex = (info2 & F.FDE_INFO2_TYPE_MASK) == flex_type
-            mask = (info >> F.FDE_INFO_PCTYPE_BIT) & 1
-            heading = _HEAD % (function_suffix(h, info, info2).replace("%", "%%"), "[m]" if mask else "   ")
-            kind = kinds[info | info2 << 8] = (heading, rt.flex if flex else rt.default,
-                                                rt.flex_text if flex else rt.default_text, mask)
-        heading, cache, text, mask = kind
-        # readelf prints the size with %d: as a signed 32-bit int.
-        append(heading % (i, start & m64, size - (size >> 31 << 32)))
-        base = 0 if mask else start
-        for pos, st, key in raw:
-            t = cache.get(key)
-            if t is None:
-                try:
-                    t = cache[key] = text(key, pos)
-                except SFrameError as exc:      # unprintable: raised once the decoder's checks passed
-                    unprintable = unprintable or exc
-                    t = ""
-            append(row % ((base + st) & m64, t))
+    for run in sec.runs():
+        for (i, _off, _field, start, size, _fre_off, _num, info, info2, _rep, _pad), raw in run:
+            kind = kinds.get(info | info2 << 8)
+            if kind is None:
+                flex = (info2 & F.FDE_INFO2_TYPE_MASK) == flex_type
+                mask = (info >> F.FDE_INFO_PCTYPE_BIT) & 1
+                heading = _HEAD % (function_suffix(h, info, info2).replace("%", "%%"), "[m]" if mask else "   ")
+                kind = kinds[info | info2 << 8] = (heading, rt.flex if flex else rt.default,
+                                                    rt.flex_text if flex else rt.default_text, mask)
+            heading, cache, text, mask = kind
+            # readelf prints the size with %d: as a signed 32-bit int.
+            append(heading % (i, start & m64, size - (size >> 31 << 32)))
+            base = 0 if mask else start
+            for pos, st, key in raw:
+                t = cache.get(key)
+                if t is None:
+                    try:
+                        t = cache[key] = text(key, pos)
+                    except SFrameError as exc:      # unprintable: raised once the decoder's checks passed
+                        unprintable = unprintable or exc
+                        t = ""
+                append(row % ((base + st) & m64, t))
     if unprintable:
         raise unprintable
     out.append("")
