@@ -95,9 +95,8 @@ class Section:
         self._fde_fmt = struct.Struct(e + F.FDE_FORMAT[h.version])
         self._attr_unpack = struct.Struct(e + F.V3_ATTR_FORMAT).unpack_from
         self._v3 = h.version == 3
-        self._fre_len = h.fre_len
         self._fres_at = self.fre_base + (F.V3_ATTR_SIZE if self._v3 else 0)   # + fre_off: an FDE's first FRE
-        self._start_readers = tuple(_reader(self.data, e + F.FRE_START_FORMAT[t]) for t in F.FREType)
+        self._start_readers = tuple(_field_reader(self.data, e + F.FRE_START_FORMAT[t]) for t in F.FREType)
         self._words: dict = {}    # info byte -> unpacker of its data words
         self._fde_size = h.fde_size
         self._starts = self._start_view()
@@ -202,9 +201,7 @@ class Section:
 
     def _words_unpacker(self, info):
         """unpack_from for the data words an FRE info byte announces (made once per info byte)."""
-        count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
-        wsize = F.FRE_DATA_BYTES[info] // count if count else 1
-        fmt = struct.Struct("%s%d%s" % (self.header.endian, count, F.DATAWORD_FORMAT[wsize]))
+        fmt = struct.Struct(self.header.endian + F.fre_words_format(info)[2])
         unpack = self._words[info] = fmt.unpack_from
         return unpack
 
@@ -371,7 +368,7 @@ class Section:
         return out
 
 
-def _reader(data, fmt):
+def _field_reader(data, fmt):
     """read(pos) -> the value of struct format `fmt` at pos in data (one byte: a plain index)."""
     if struct.calcsize(fmt) == 1:
         return data.__getitem__

@@ -113,12 +113,11 @@ class _RowText:
 
     def words(self, key, offset):
         info = key[0]
-        count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
-        wsize = F.FRE_DATA_BYTES[info] // count if count else 1
+        count, wsize, fmt = F.fre_words_format(info)
         if count > _MAX_WORDS[self.h.version]:
             raise SFrameError(offset, "FRE with %d data words: readelf (libsframe) accepts at most %d"
                               % (count, _MAX_WORDS[self.h.version]))
-        return info, wsize, struct.unpack(self.e + "%d%s" % (count, F.DATAWORD_FORMAT[wsize]), key[1:])
+        return info, wsize, struct.unpack(self.e + fmt, key[1:])
 
     @staticmethod
     def columns(cfa, fp, ra, info):

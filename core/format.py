@@ -131,3 +131,11 @@ FLEX_REGNUM_SHIFT = 3
 
 # Bytes of data words that follow an FRE's info byte, by info byte (None: invalid size code).
 FRE_DATA_BYTES = tuple(_fre_data_bytes(i) for i in range(256))
+
+
+def fre_words_format(info):
+    """(count, width, struct format without byte order) of the data words an FRE info byte
+    announces (its size code valid)."""
+    count = (info >> FRE_INFO_COUNT_SHIFT) & FRE_INFO_COUNT_MASK
+    width = FRE_DATA_BYTES[info] // count if count else 1
+    return count, width, "%d%s" % (count, DATAWORD_FORMAT[width])

@@ -142,7 +142,7 @@ class SFrameIndex:
             return None
         off = pc - fde.start
         if fde.info & _MASK_BIT:
-            off %= fde.rep_size or F.V1_MASK_REP_SIZE
+            off %= fde.block_size
         j = bisect.bisect_right(f.starts, off) - 1
         if j < 0:
             return None
