@@ -97,7 +97,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ElfError, SFrameError) as exc:
+    except (ElfError, SFrameError, ImportError) as exc:    # ImportError: pyelftools missing, said in one line
         print("sframe: %s" % exc, file=sys.stderr)
         return 1
     except BrokenPipeError:

@@ -140,7 +140,13 @@ def test_no_sframe_is_a_clear_error():
         ElfImage("/etc/hostname")
 
 
-def test_installed_command_exists():
-    """scripts/setup.sh installs the checkout so that `sframe` is on PATH."""
+def test_installed_command_exists(frames):
+    """scripts/setup.sh installs the checkout so that `sframe` is on PATH, and it runs this
+    checkout's code with a Python that has pyelftools (as scripts/demo uses it)."""
     p = subprocess.run(["sframe", "--help"], stdout=subprocess.PIPE, text=True, timeout=60)
     assert p.returncode == 0 and "dump" in p.stdout and "lookup" in p.stdout and "backtrace" in p.stdout
+    p = subprocess.run(["sframe", "--version"], stdout=subprocess.PIPE, text=True, timeout=60, cwd="/")
+    assert p.returncode == 0 and p.stdout.strip().endswith("(%s)" % REPO), p.stdout
+    p = subprocess.run(["sframe", "dump", str(frames["host"].path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=60, cwd="/")
+    assert p.returncode == 0 and p.stdout.startswith("Contents of the SFrame section"), p.stderr
