@@ -34,6 +34,7 @@ class ABIInfo:
     elf_machine: str = ""     # e_machine as pyelftools names it
     aliases: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # e.g. x29: fp
     callee_saved: tuple[int, ...] = ()   # DWARF numbers the psABI says a callee preserves
+    entry_cfa_offset: int = 0            # at a function's first instruction, CFA = SP + this
     sigframes: tuple[S.Layout, ...] = ()  # signal-frame layouts; the first is a V3 signal FDE's default
     sigframe_symbols: dict[str, S.Layout] = field(default_factory=dict, repr=False)
 
@@ -65,7 +66,7 @@ AMD64 = ABIInfo(
     regnames=dict(enumerate(["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp"]
                             + ["r%d" % i for i in range(8, 16)] + ["rip"])),
     ra_in_register=False, elf_machine="EM_X86_64",
-    callee_saved=(3, 6, 12, 13, 14, 15),
+    callee_saved=(3, 6, 12, 13, 14, 15), entry_cfa_offset=8,
     sigframes=(S.AMD64_RT,), sigframe_symbols={"__restore_rt": S.AMD64_RT})
 
 _A64_NAMES = {i: "x%d" % i for i in range(31)}
@@ -94,6 +95,7 @@ S390X = ABIInfo(
     cfa_scale=F.S390X_CFA_OFFSET_ALIGNMENT_FACTOR, cfa_adjust=F.S390X_CFA_OFFSET_ADJUSTMENT,
     elf_machine="EM_S390",
     callee_saved=tuple(range(6, 14)) + tuple(16 + _S390X_FPRS.index(n) for n in range(8, 16)),
+    entry_cfa_offset=-F.S390X_SP_VAL_OFFSET,
     sigframes=(S.S390X_RT, S.S390X_NONRT),
     sigframe_symbols={"__kernel_rt_sigreturn": S.S390X_RT, "__restore_rt": S.S390X_RT,
                       "__kernel_sigreturn": S.S390X_NONRT, "__restore": S.S390X_NONRT})

@@ -40,7 +40,11 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         module, match = locate(modules, addr, lambda _addr: args.file, "file")
     except NotCovered as exc:
         raise ElfError(str(exc)) from None
-    print("\n".join(lookup_lines(addr, module, match, img.symbolize(match.fde.start))))
+    extra = []
+    if args.registers:
+        from .text import saves_lines
+        extra = saves_lines(module.index, match, img.file_bytes)
+    print("\n".join(lookup_lines(addr, module, match, img.symbolize(match.fde.start), extra)))
     return 0
 
 
@@ -76,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     lk = sub.add_parser("lookup", help="show the FDE, FRE and recovery rules covering an address")
     lk.add_argument("file")
     lk.add_argument("addr", help="hex (0x...), decimal, or symbol[+offset]")
+    lk.add_argument("--registers", "-r", action="store_true",
+                    help="also where the callee-saved registers are (from the function's code)")
     lk.set_defaults(func=cmd_lookup)
     bt = sub.add_parser("backtrace", aliases=["bt"], help="unwind the threads of an ELF core file with SFrame")
     bt.add_argument("core")

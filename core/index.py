@@ -6,7 +6,7 @@ function's FREs and interpreted rules.  A section not flagged sorted is sorted o
 """
 
 import bisect
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from . import format as F
 from .decode import Section
@@ -47,6 +47,7 @@ class SFrameIndex:
         self._funcs: Dict[int, _FuncCache] = {}
         self._fdes: Dict[int, FDE] = {}
         self._range: Optional[Tuple[int, int]] = None
+        self.saves: Dict[int, object] = {}    # function start -> save-slot facts (core.saves)
 
     @property
     def abi(self) -> F.ABI:
@@ -129,6 +130,17 @@ class SFrameIndex:
 
     def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         return self._func(fde).fres
+
+    def rows(self, fde: FDE) -> List[Tuple[int, FrameRules]]:
+        """[(address, rules)] of each FRE of a function, in order (PC-mask FDEs: the first block)."""
+        f = self._func(fde)
+        out = []
+        for j, fre in enumerate(f.fres):
+            rules = f.rules[j]
+            if rules is None:
+                rules = f.rules[j] = interpret(self.header, fde, fre)
+            out.append((fde.start + fre.start, rules))
+        return out
 
     def lookup(self, pc: int) -> Optional[Match]:
         """Match for pc, or None when no FDE covers it (or pc precedes the function's first FRE)."""

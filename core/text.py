@@ -80,6 +80,24 @@ def lookup_lines(addr: int, module: "Module", match: "Match", symbol: Optional[T
     return lines
 
 
+def saves_lines(index, match: "Match", read_code, at: Optional[int] = None) -> List[str]:
+    """Where each callee-saved register of the caller is at match.pc (core.saves), one per line.
+
+    `at`: the address the user asked about, when the look-up was at another one (a caller's
+    return address is looked up at the call, one byte before it)."""
+    from . import abi as abimod
+    from . import saves
+    abi = abimod.info(index.abi)
+    where = saves.at(abi, index, match, read_code)
+    note = "" if at is None or at == match.pc else " (looked up at %#x)" % match.pc
+    lines = ["Callee-saved registers%s:" % note]
+    width = max((len(abi.regname(r)) for r in abi.callee_saved), default=0)
+    for reg in abi.callee_saved:
+        text = "by the FP rule above" if reg == abi.fp else where[reg].describe(abi)
+        lines.append("  %s  %s" % (abi.regname(reg).ljust(width), text))
+    return lines
+
+
 def info_lines(modules: Iterable["Module"]) -> List[str]:
     """`sframe info`: one block per module with SFrame, then the modules whose SFrame is unusable."""
     good = [m for m in modules if m.index is not None]

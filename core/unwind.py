@@ -19,10 +19,11 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple
 
 from . import abi as abimod
 from . import format as F
-from . import sigframe
+from . import saves, sigframe
 from .errors import SFrameError
 from .format import MASK64
 from .rules import RuleKind
+from .saves import SaveKind
 
 DEFAULT_DEPTH_LIMIT = 100_000
 
@@ -174,12 +175,16 @@ def frame_from_registers(abi: "abimod.ABIInfo", pc: int, read: Callable[[int], O
 
     In a full frame (the topmost, or one a signal interrupted) every register is valid: the RA
     register comes along, and so does every other register (`regs`, or read through `read` on
-    demand).  In an outer frame a debugger unwound, only PC, SP and FP are trusted.
+    demand).  In an outer frame a debugger unwound, only PC, SP and FP are trusted by the rules;
+    `regs` may still give the callee-saved registers the debugger knows there, which the
+    save-slot analysis carries on to the caller where they are unchanged.
     """
     ra = read(abi.ra) if full and abi.ra_in_register else None
     known: Mapping[int, int] = {}
-    if full:
-        known = regs if regs is not None else LazyRegisters(read)   # type: ignore[assignment]
+    if regs is not None:
+        known = regs
+    elif full:
+        known = LazyRegisters(read)   # type: ignore[assignment]
     # SP is None where the debugger cannot read it: the adapters check before unwinding.
     return Frame(pc=pc & MASK64, sp=read(abi.sp), fp=read(abi.fp), ra=ra, regs=known,  # type: ignore[arg-type]
                  level=level, interrupted=interrupted)
@@ -283,7 +288,33 @@ def _finish_ra(ctx, raw, mangled, pac_mask):
     return raw, False
 
 
-def _sframe_step(ctx, match, prev_cfa, pac_mask):
+def _recover_saved(ctx, index, match, cfa):
+    """{DWARF regnum: value} of the caller's callee-saved registers that the save-slot analysis
+    proves (core.saves): read from their slots, or carried from this frame where unchanged."""
+    frame, abi = ctx.frame, ctx.abi
+    out = {}
+    try:
+        where = saves.at(abi, index, match, ctx.fetch)
+    except Exception:        # the analysis must never cost the frame itself
+        return out
+    size, order = abi.ptr_size, ctx.order
+    for reg, save in where.items():
+        kind = save.kind
+        if kind is SaveKind.SAVED:
+            addr = save.address(cfa, None if save.base is None else frame.reg(abi, save.base))
+            if addr is None:
+                continue
+            data = ctx.fetch(addr, size)
+            if data is not None:
+                out[reg] = int.from_bytes(data, order)
+        elif kind is SaveKind.UNCHANGED:
+            value = frame.reg(abi, reg)
+            if value is not None:
+                out[reg] = value
+    return out
+
+
+def _sframe_step(ctx, match, prev_cfa, pac_mask, index=None, callee_saved=False):
     rules = match.rules
     frame, abi = ctx.frame, ctx.abi
     if rules.outermost:
@@ -315,8 +346,9 @@ def _sframe_step(ctx, match, prev_cfa, pac_mask):
         fp = _apply(ctx, fp_rule, "FP", cfa)
         if fp is None:
             fp = frame.fp
+    regs = _recover_saved(ctx, index, match, cfa) if callee_saved else {}
     return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp,
-                 ra=raw if abi.ra_in_register else None, cfa=cfa, method=Method.SFRAME,
+                 ra=raw if abi.ra_in_register else None, regs=regs, cfa=cfa, method=Method.SFRAME,
                  ra_stripped=stripped, level=frame.level + 1, match=match)
 
 
@@ -411,7 +443,8 @@ def _signal_layout(ctx, match, symbol):
 
 def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool,
          prev_cfa: Optional[int] = None, fp_fallback: bool = False, pac_mask: int = DEFAULT_PAC_MASK,
-         symbol: Optional[Callable[[int], Optional[str]]] = None, detect_signal: bool = True) -> Union[Frame, Stop]:
+         symbol: Optional[Callable[[int], Optional[str]]] = None, detect_signal: bool = True,
+         callee_saved: bool = False) -> Union[Frame, Stop]:
     """Unwind one frame: the caller of `frame` as a Frame, or a Stop saying why not.
 
     abi:         ABIInfo or SFrame ABI number of the process.
@@ -427,6 +460,9 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
     symbol:      optional symbol(pc) -> name, to recognise the signal trampoline by name
                  (e.g. when its code is not in a core file).
     detect_signal: False turns signal-frame recognition off.
+    callee_saved: recover the caller's callee-saved registers (core.saves: from their stack
+                 slots, or carried from `frame.regs` where unchanged) into its `regs`; the
+                 function's code is read once through `read`.
 
     A frame marked `interrupted` (restored from a signal frame) is treated like a topmost one.
     An SFrameError from `find` or the index becomes a MALFORMED stop; any other exception
@@ -434,6 +470,7 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
 
     Work per frame: one lookup and at most three memory reads (CFA, RA, FP); a PC without an
     FDE costs one more read to check for the signal trampoline, a signal frame two or three.
+    With callee_saved, one more read per saved register (the code once per function).
     """
     abi = _abi_info(abi)
     full = topmost or frame.interrupted
@@ -452,7 +489,7 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
                 lay = _signal_layout(ctx, match, symbol)
                 if lay is not None:
                     return _signal_step(ctx, lay)
-            return _sframe_step(ctx, match, prev_cfa, pac_mask)
+            return _sframe_step(ctx, match, prev_cfa, pac_mask, index, callee_saved)
         if detect_signal:
             lay = _signal_layout(ctx, None, symbol)
             if lay is not None:
@@ -473,7 +510,8 @@ def walk(initial: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, f
     `topmost`: `initial` is the innermost frame (yielded as level 0, all its registers trusted).
     Otherwise it is an outer frame a debugger already unwound: only its SP and FP are trusted,
     its PC is a return address, and levels go on from `initial.level`.
-    `options` are passed to `step` (fp_fallback, pac_mask, symbol, detect_signal).  `limit`
+    `options` are passed to `step` (fp_fallback, pac_mask, symbol, detect_signal, callee_saved:
+    with it, a register unchanged in one frame carries its value on to the next).  `limit`
     bounds the number of frames yielded; reaching it ends with a DEPTH_LIMIT stop.
     """
     abi = _abi_info(abi)
@@ -535,12 +573,15 @@ def frame_rows(items: Iterable[Union[Frame, Stop]]) -> Tuple[List[FrameRow], Opt
     return rows, stop
 
 
-def rule_values(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool) -> Union[List[Tuple[str, int]], Stop]:
-    """[(what, value)] that the SFrame rules give in `frame` (CFA, RA, FP), or the Stop saying why not.
+def rule_values(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool,
+                callee_saved: bool = False) -> Union[List[Tuple[str, int]], Stop]:
+    """[(what, value)] that the SFrame rules give in `frame` (CFA, RA, FP), or the Stop saying why not;
+    with `callee_saved`, also the caller's callee-saved registers recovered ("caller's rbx").
 
     The unwinder's own step from the frame, so an outer frame's rules are those at its PC - 1.
     """
-    res = step(frame, abi=abi, read=read, find=find, topmost=topmost)
+    info = _abi_info(abi)
+    res = step(frame, abi=info, read=read, find=find, topmost=topmost, callee_saved=callee_saved)
     if isinstance(res, Stop):
         return res
     out: List[Tuple[str, int]] = [("CFA", res.cfa or 0), ("RA", res.ra if res.ra is not None else res.pc)]
@@ -548,6 +589,8 @@ def rule_values(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemo
         out.append(("RA without its signature (caller's PC)", res.pc))
     if res.fp is not None:
         out.append(("FP", res.fp))
+    for regnum in sorted(res.regs):
+        out.append(("caller's %s" % info.regname(regnum), res.regs[regnum]))
     return out
 
 

@@ -6,8 +6,8 @@ unwound with SFrame is checked twice: its own CFA (its frame id) and the PC of i
 that another unwinder handled in both walks are compared only for their PC (they align the walks).
 """
 
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -17,12 +17,13 @@ class FrameFact:
     cfa: Optional[int]          # the frame's CFA (GDB: "frame at"), None if unknown
     sframe: bool = False        # this frame was unwound with SFrame (its CFA and caller come from it)
     name: str = ""
+    regs: Mapping[int, Optional[int]] = field(default_factory=dict)   # callee-saved: DWARF regnum -> value or None
 
 
 @dataclass(frozen=True)
 class Disagreement:
     level: int
-    what: str                   # "PC", "CFA" or "depth"
+    what: str                   # "PC", "CFA", "depth" or a register name
     sframe: Optional[int]
     reference: Optional[int]
     name: str = ""
@@ -74,3 +75,44 @@ def compare(ours: Sequence[FrameFact], reference: Sequence[FrameFact], stop: int
 def summary(frames: int, stops: int, disagreements: int) -> str:
     """The closing line, in one fixed form so scripts can match it."""
     return "sframe verify: %d frames checked at %d stops, %d disagreements" % (frames, stops, disagreements)
+
+
+@dataclass
+class RegisterCounts:
+    """Callee-saved registers of frames whose registers came from an SFrame unwind, against the reference."""
+    equal: int = 0
+    missing: int = 0            # the reference knows the value, SFrame does not
+    different: List[Disagreement] = field(default_factory=list)
+
+    def add(self, other: "RegisterCounts") -> None:
+        self.equal += other.equal
+        self.missing += other.missing
+        self.different += other.different
+
+    def line(self) -> str:
+        return "sframe verify: callee-saved registers: %d equal, %d not recovered, %d different" % (
+            self.equal, self.missing, len(self.different))
+
+
+def compare_registers(ours: Sequence[FrameFact], reference: Sequence[FrameFact], regname: Callable[[int], str],
+                      stop: int = 0) -> RegisterCounts:
+    """Compare the callee-saved registers of each caller of an SFrame-unwound frame, level by
+    level while the walks agree on the PC.  A register the reference does not know is not counted."""
+    counts = RegisterCounts()
+    for i in range(1, min(len(ours), len(reference))):
+        o, r = ours[i], reference[i]
+        if o.pc != r.pc or ours[i - 1].pc != reference[i - 1].pc:
+            break
+        if not ours[i - 1].sframe:
+            continue
+        for reg, want in r.regs.items():
+            if want is None:
+                continue
+            got = o.regs.get(reg)
+            if got is None:
+                counts.missing += 1
+            elif got == want:
+                counts.equal += 1
+            else:
+                counts.different.append(Disagreement(o.level, regname(reg), got, want, o.name, stop))
+    return counts

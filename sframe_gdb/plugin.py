@@ -14,6 +14,7 @@ class Plugin:
         self.mode = Mode.AUTO         # set sframe mode: auto (the default), always, off
         self.last_on_mode = Mode.AUTO   # what `set sframe on` goes back to
         self.debug = False
+        self.callee_saved = True      # set sframe callee-saved: recover the caller's callee-saved registers
         self.tracker = Tracker(self.log, self._may_have_sframe)
         self.unwinder = SFrameUnwinder(self)
 

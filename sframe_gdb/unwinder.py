@@ -2,7 +2,8 @@
 
 Translation only: read the pending frame's registers, give the core a memory reader and the
 module finder, and turn its answer into GDB's UnwindInfo (frame id = CFA and function start, the
-caller's PC, SP, FP and, on AArch64 and s390x, the return-address register).
+caller's PC, SP, FP, on AArch64 and s390x the return-address register, and the callee-saved
+registers the save-slot analysis recovers: `set sframe callee-saved`).
 
 GDB tries Python unwinders first for every frame.  A PC outside every SFrame range is declined at
 once (one bisect), and so is every failure: GDB's other unwinders then get their turn, and the
@@ -20,14 +21,14 @@ from . import arch as archmod
 from . import dwarf
 
 # core.unwind is imported on the first frame, so that sourcing the plugin stays cheap.
-frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = None
+frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
 
 
 def _import_core():
-    global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe
+    global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe, LazyRegisters
     from ..core import sigframe as _sigframe
     from ..core import unwind as _u
-    frame_from_registers, lookup_address = _u.frame_from_registers, _u.lookup_address
+    frame_from_registers, lookup_address, LazyRegisters = _u.frame_from_registers, _u.lookup_address, _u.LazyRegisters
     Method, Stop, StopReason, step, sigframe = _u.Method, _u.Stop, _u.StopReason, _u.step, _sigframe
 
 if hasattr(gdb.unwinder, "FrameId"):                 # GDB 14 and later
@@ -52,7 +53,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self.plugin = plugin
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
-        self._produced = {}       # frame level -> (pc, sp, fp) this unwinder gave that frame
+        self._produced = {}       # frame level -> (pc, sp, fp, {regnum: value}) this unwinder gave that frame
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
         self.last = {}            # level -> (pc, cfa, Frame) of frames unwound by SFrame, for commands
         self._inferior = None
@@ -188,13 +189,20 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             why = self._dwarf_takes(ms, module, level, pc, full)
             if why is not None:
                 return self._decline(level, pc, why)
-        read = {abi.sp: known[1], abi.fp: known[2]}.get if known is not None \
-            else archmod.register_reader(pf, arch, abi)
-        frame = frame_from_registers(abi, pc, read, full=full, interrupted=full and level > 0)
+        callee_saved = plugin.callee_saved
+        if known is not None:
+            # A frame this unwinder produced: its registers are the ones it gave GDB.
+            read, regs = {abi.sp: known[1], abi.fp: known[2]}.get, known[3]
+        else:
+            read = archmod.register_reader(pf, arch, abi)
+            # A frame another unwinder produced: the callee-saved registers GDB knows in it may
+            # be carried on to the caller where they are unchanged.
+            regs = LazyRegisters(read) if callee_saved and not full else None
+        frame = frame_from_registers(abi, pc, read, full=full, regs=regs, interrupted=full and level > 0)
         if frame.sp is None:      # as an internal error: no record for this level
             plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
             return None
-        res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0)
+        res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved)
         if isinstance(res, Stop):
             if res.reason is StopReason.OUTERMOST:
                 self._note(level, OURS, pc)
@@ -235,7 +243,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             save(pf, ui, arch, arch.fp, res.fp, order)
         if arch.ra is not None and res.ra is not None:
             save(pf, ui, arch, arch.ra, res.ra, order)
-        self._produced[level + 1] = (res.pc, res.sp, res.fp)
+        regs = res.regs
+        for regnum, value in regs.items():
+            # The caller's callee-saved registers that the save-slot analysis recovered.
+            save(pf, ui, arch, abi.regname(regnum), value, order)
+        self._produced[level + 1] = (res.pc, res.sp, res.fp, regs)
         self.last[level] = (pc, res.cfa, res)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (

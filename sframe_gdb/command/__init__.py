@@ -3,7 +3,7 @@
 (verify); common holds what they share."""
 
 from .info import InfoSFrame
-from .settings import DebugSFrameParameter, SetSFrame, SFrameModeParameter, ShowSFrame
+from .settings import CalleeSavedParameter, DebugSFrameParameter, SetSFrame, SFrameModeParameter, ShowSFrame
 from .verify import SFramePrefix, SFrameVerify
 
 _REGISTERED = []
@@ -17,6 +17,7 @@ def register(plugin):
         SetSFrame(plugin),
         ShowSFrame(plugin),
         SFrameModeParameter(plugin),
+        CalleeSavedParameter(plugin),
         DebugSFrameParameter(plugin),
         InfoSFrame(plugin),
         SFramePrefix(),

@@ -112,7 +112,8 @@ def frame_values(frame, ms, module):
     top = frame.level() == 0
     inferior = gdb.selected_inferior()
     f = frame_from_registers(abi, int(frame.pc()), archmod.register_reader(frame, a, abi), full=top)
-    return rule_values(f, abi=abi, read=lambda addr, n: inferior.read_memory(addr, n), find=ms.find, topmost=top)
+    return rule_values(f, abi=abi, read=lambda addr, n: inferior.read_memory(addr, n), find=ms.find, topmost=top,
+                       callee_saved=True)
 
 
 def flush_frames():

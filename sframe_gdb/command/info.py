@@ -15,8 +15,10 @@ Usage: info sframe [ADDR]
 Without an argument: the loaded objfiles that have an .sframe section, with the SFrame version,
 ABI, FDE and FRE counts and the text range they cover.
 With ADDR (any expression: $pc, main+4, *0x401000): the objfile and section covering ADDR, its
-function's FDE, the FRE in effect at ADDR and its rules in words; when ADDR is the PC of the
-selected frame of a running program, also the values the rules give there."""
+function's FDE, the FRE in effect at ADDR and its rules in words, where each callee-saved
+register of the caller is (found in the function's code: saved at a stack slot, unchanged, or
+unknown); when ADDR is the PC of the selected frame of a running program, also the values the
+rules give there."""
 
     def __init__(self, plugin):
         super().__init__("info sframe", gdb.COMMAND_STATUS, gdb.COMPLETE_EXPRESSION)
@@ -74,7 +76,8 @@ selected frame of a running program, also the values the rules give there."""
         except NotCovered as exc:
             raise gdb.GdbError(str(exc)) from None
         lines = text.lookup_lines(addr, module, match, symbol_at(match.fde.start),
-                                  self._unwinder_lines(addr, ms, module) + self._values(addr, ms, module))
+                                  self._unwinder_lines(addr, ms, module) + self._saves(addr, module, match)
+                                  + self._values(addr, ms, module))
         gdb.write("\n".join(lines) + "\n")
 
     def _unwinder_lines(self, addr, ms, module):
@@ -94,6 +97,23 @@ selected frame of a running program, also the values the rules give there."""
             who = "GDB's DWARF unwinder"
         return ["DWARF CFI: %s%s" % (cfi if cfi is not None else "none covers %#x" % at, note),
                 "Unwinder: %s (%s)" % (who, choice.reason)]
+
+    @staticmethod
+    def _saves(addr, module, match):
+        """Where the caller's callee-saved registers are, from the function's code (read through
+        GDB: the process's memory, or the executable's sections without a process)."""
+        from ...core import text
+        from ...core.unwind import lookup_address
+        at = lookup_address(addr, is_callers_pc(addr))
+        if at != addr:
+            found = module.index.lookup(at)
+            if found is not None:
+                match = found
+        inferior = gdb.selected_inferior()
+
+        def read_code(start, size):
+            return bytes(inferior.read_memory(start, size))
+        return text.saves_lines(module.index, match, read_code, addr)
 
     def _values(self, addr, ms, module):
         from ...core import text

@@ -101,6 +101,33 @@ def _sync_mode_parameter(plugin):
         obj.value = plugin.mode.value
 
 
+class CalleeSavedParameter(gdb.Parameter):
+    """Whether the SFrame unwinder recovers the caller's callee-saved registers.
+
+SFrame describes only the CFA, the return address and the frame pointer.  With this on (the
+default), the unwinder also finds, in each function's own code, where it saved the callee-saved
+registers (x86-64 rbx, r12-r15) and gives GDB their values in the caller, or passes on a value the
+function has not changed; what it cannot prove stays <not saved>.  `info sframe ADDR` shows
+where each register is."""
+
+    set_doc = "Set whether SFrame frames recover the caller's callee-saved registers."
+    show_doc = "Show whether SFrame frames recover the caller's callee-saved registers."
+
+    def __init__(self, plugin):
+        super().__init__("sframe callee-saved", gdb.COMMAND_STACK, gdb.PARAM_BOOLEAN)
+        self.plugin = plugin
+        self.value = plugin.callee_saved
+
+    def get_set_string(self):
+        from .common import flush_frames
+        self.plugin.callee_saved = bool(self.value)
+        flush_frames()
+        return ""
+
+    def get_show_string(self, svalue):
+        return "Recovery of callee-saved registers in SFrame frames is %s." % svalue
+
+
 class DebugSFrameParameter(gdb.Parameter):
     """Print what the SFrame unwinder does and why it declines a frame."""
 

@@ -6,7 +6,8 @@ import gdb
 
 from ...core.format import MASK64
 from .. import dwarf
-from .common import flush_frames, has_registers
+from ..arch import reg_int
+from .common import flush_frames, frame_arch, has_registers
 
 
 class SFramePrefix(gdb.Command):
@@ -56,10 +57,13 @@ class SFrameVerify(gdb.Command):
 Usage: sframe verify [-steps N] [-frames N]
 
 For each frame of the current stack, compare the PC and CFA that SFrame gives with those of GDB's
-own DWARF unwinder (SFrame off, DWARF on, then both put back as they were).  With -steps N, also
-step N instructions (stepi), checking at every stop.  -frames N limits the frames checked per
-stop (default 256).  Prints each disagreement and a summary line:
-  sframe verify: N frames checked at M stops, K disagreements"""
+own DWARF unwinder (SFrame off, DWARF on, then both put back as they were), and in each caller of
+a frame unwound with SFrame the callee-saved registers (those DWARF knows: equal, not recovered
+or different; a different value is a disagreement).  With -steps N, also step N instructions
+(stepi), checking at every stop.  -frames N limits the frames checked per stop (default 256).
+Prints each disagreement and two summary lines:
+  sframe verify: N frames checked at M stops, K disagreements
+  sframe verify: callee-saved registers: E equal, U not recovered, D different"""
 
     def __init__(self, plugin):
         super().__init__("sframe verify", gdb.COMMAND_STACK, gdb.COMPLETE_NONE)
@@ -72,6 +76,7 @@ stop (default 256).  Prints each disagreement and a summary line:
             raise gdb.GdbError("sframe verify: the program has no stack (run it, attach or load a core file).")
         frames = stops = 0
         bad = []
+        regs = verifymod.RegisterCounts()
         quiet = _suppress_notifications(True) if steps else None
         try:
             for k in range(steps + 1):
@@ -85,11 +90,13 @@ stop (default 256).  Prints each disagreement and a summary line:
                         gdb.write("sframe verify: the program is gone after %d steps.\n" % (k - 1))
                         break
                 try:
-                    checked, diss = self._check(k, max_frames)
+                    checked, diss, counts = self._check(k, max_frames)
                 except gdb.error as exc:
                     raise gdb.GdbError("sframe verify: %s" % exc) from None
                 frames += checked
                 stops += 1
+                regs.add(counts)
+                diss = diss + counts.different
                 for d in diss:
                     gdb.write("%s%s\n" % ("stop %d (pc %#x): " % (k, self._pc0) if steps else "", d))
                 bad += diss
@@ -97,6 +104,7 @@ stop (default 256).  Prints each disagreement and a summary line:
             if quiet is not None:
                 _suppress_notifications(quiet)
         gdb.write(verifymod.summary(frames, stops, len(bad)) + "\n")
+        gdb.write(regs.line() + "\n")
 
     @staticmethod
     def _parse(arg):
@@ -132,12 +140,28 @@ stop (default 256).  Prints each disagreement and a summary line:
             pc = int(f.pc()) & MASK64
             rec = last.get(level) if ours else None
             sframe = rec is not None and rec[0] == pc and rec[2] is not None
-            facts.append(verifymod.FrameFact(level, pc, frame_cfa(f), sframe, f.name() or ""))
+            facts.append(verifymod.FrameFact(level, pc, frame_cfa(f), sframe, f.name() or "", self._regs(f)))
             try:
                 f = f.older()
             except gdb.error:
                 break
         return facts
+
+    @staticmethod
+    def _regs(frame):
+        """{DWARF regnum: value or None} of the frame's callee-saved registers (the FP included)."""
+        arch = frame_arch(frame)
+        if arch is None:
+            return {}
+        abi = arch.abis[0]
+        out = {}
+        for regnum in abi.callee_saved:
+            try:
+                value = frame.read_register(abi.regname(regnum))
+                out[regnum] = None if value.is_optimized_out else reg_int(value, abi.big_endian)
+            except (gdb.error, ValueError):
+                out[regnum] = None
+        return out
 
     def _check(self, stop, max_frames):
         from ...core import verify as verifymod
@@ -158,4 +182,7 @@ stop (default 256).  Prints each disagreement and a summary line:
             if on is False:
                 dwarf.set_enabled(False)
             plugin.set_mode(was, remember=False)
-        return verifymod.compare(ours, ref, stop)
+        checked, diss = verifymod.compare(ours, ref, stop)
+        arch = frame_arch(gdb.newest_frame())
+        regname = arch.abis[0].regname if arch is not None else str
+        return checked, diss, verifymod.compare_registers(ours, ref, regname, stop)

@@ -1,0 +1,301 @@
+"""Just enough of the x86-64 instruction encoding to walk a function's code one instruction at a
+time and recognise the few instructions the save-slot analysis needs.
+
+The analysis must know where every instruction starts (a byte before an FRE boundary is a `push`
+only if an instruction starts there), so `decode` measures every 64-bit-mode instruction:
+legacy prefixes, REX, the one-, two- and three-byte opcode maps, VEX, EVEX and ModRM/SIB
+addressing.  What it cannot measure (an invalid opcode in 64-bit mode, XOP, 3DNow!) it refuses
+with None: the analysis then says "unknown" rather than guess where the next instruction starts.
+
+Besides the length, it classifies the instruction (`Kind`): push and pop of a register, a store
+of a register to memory, `mov %rsp, %rbp`, a direct branch (with its target) or anything else.
+"""
+
+import enum
+from typing import NamedTuple, Optional
+
+
+class Kind(enum.Enum):
+    OTHER = 0
+    PUSH = 1          # push %reg (reg: 0-15)
+    POP = 2           # pop %reg
+    STORE = 3         # mov %reg, mem (reg: the 64-bit register stored)
+    MOV_FP_SP = 4     # mov %rsp, %rbp
+    BRANCH = 5        # direct jmp/jcc/loop/call: target is set
+    PUSH_OTHER = 6    # push of an immediate or of memory (or a 16-bit push)
+    JUMP_INDIRECT = 7  # jmp *reg / jmp *mem
+
+
+class Insn(NamedTuple):
+    addr: int
+    length: int
+    kind: Kind
+    reg: int = -1               # register number for PUSH/POP/STORE (rax=0 ... r15=15, hardware order)
+    target: Optional[int] = None  # BRANCH
+    sp_write: bool = True       # OTHER: may write %rsp or %rbp (False only when proved not to)
+    transfer: bool = False      # call, jmp, ret, ud2, hlt: the next instruction's stack need not follow
+    quiet: bool = False         # a no-op (nop, pause, endbr64 and the other hint nops): writes nothing
+
+
+# Hardware register number (ModRM, opcode low bits, REX) -> DWARF number (the x86-64 psABI's).
+DWARF_OF_HW = (0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15)
+
+_PREFIXES = frozenset((0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65, 0x66, 0x67, 0xF0, 0xF2, 0xF3))
+
+# One-byte map.  M: has ModRM.  Immediate: 'b' 1 byte, 'w' 2, 'z' 4 (2 with 0x66), 'v' 4/2/8
+# (B8-BF: 8 with REX.W), 'a' moffs (8 bytes, 4 with 0x67), 'e' enter (2+1), 'g' group 3 (F6/F7:
+# an immediate only for /0 and /1), 'x' invalid in 64-bit mode.
+_ONE = {}
+
+
+def _fill(table, opcodes, spec):
+    for op in opcodes:
+        table[op] = spec
+
+
+_ALU = [b + k for b in range(0x00, 0x40, 8) for k in range(6)]
+for _op in _ALU:
+    _ONE[_op] = ("M", "") if _op & 7 < 4 else ("", "b" if _op & 7 == 4 else "z")
+_fill(_ONE, (0x06, 0x07, 0x0E, 0x16, 0x17, 0x1E, 0x1F, 0x27, 0x2F, 0x37, 0x3F, 0x60, 0x61, 0x82, 0x9A,
+             0xCE, 0xD4, 0xD5, 0xD6, 0xEA), ("x", ""))
+_fill(_ONE, range(0x50, 0x60), ("", ""))
+_ONE[0x63] = ("M", "")
+_ONE[0x68] = ("", "z")
+_ONE[0x69] = ("M", "z")
+_ONE[0x6A] = ("", "b")
+_ONE[0x6B] = ("M", "b")
+_fill(_ONE, range(0x6C, 0x70), ("", ""))
+_fill(_ONE, range(0x70, 0x80), ("", "b"))
+_ONE[0x80] = ("M", "b")
+_ONE[0x81] = ("M", "z")
+_ONE[0x83] = ("M", "b")
+_fill(_ONE, range(0x84, 0x90), ("M", ""))
+_fill(_ONE, range(0x90, 0xA0), ("", ""))
+_ONE[0x9A] = ("x", "")
+_fill(_ONE, range(0xA0, 0xA4), ("", "a"))
+_fill(_ONE, range(0xA4, 0xB0), ("", ""))
+_ONE[0xA8] = ("", "b")
+_ONE[0xA9] = ("", "z")
+_fill(_ONE, range(0xB0, 0xB8), ("", "b"))
+_fill(_ONE, range(0xB8, 0xC0), ("", "v"))
+_fill(_ONE, (0xC0, 0xC1, 0xC6), ("M", "b"))
+_ONE[0xC7] = ("M", "z")
+_fill(_ONE, (0xC2, 0xCA), ("", "w"))
+_fill(_ONE, (0xC3, 0xC9, 0xCB, 0xCC, 0xCF, 0xD7, 0xF1, 0xF4, 0xF5) + tuple(range(0xEC, 0xF0))
+      + tuple(range(0xF8, 0xFE)), ("", ""))
+_ONE[0xC8] = ("", "e")
+_ONE[0xCD] = ("", "b")
+_fill(_ONE, (0xD0, 0xD1, 0xD2, 0xD3) + tuple(range(0xD8, 0xE0)) + (0xFE, 0xFF), ("M", ""))
+_fill(_ONE, range(0xE0, 0xE8), ("", "b"))
+_fill(_ONE, (0xE8, 0xE9), ("", "z32"))
+_ONE[0xEB] = ("", "b")
+_fill(_ONE, (0xF6, 0xF7), ("M", "g"))
+
+# Two-byte map (0F xx).  Everything not listed has a ModRM byte and no immediate.
+_TWO_NONE = frozenset((0x05, 0x06, 0x07, 0x08, 0x09, 0x0B, 0x0E, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x37,
+                       0x77, 0xA0, 0xA1, 0xA2, 0xA8, 0xA9, 0xAA) + tuple(range(0xC8, 0xD0)))
+_TWO_IMM8 = frozenset((0x70, 0x71, 0x72, 0x73, 0xA4, 0xAC, 0xBA, 0xC2, 0xC4, 0xC5, 0xC6))
+_TWO_BAD = frozenset((0x04, 0x0A, 0x0C, 0x0F, 0x24, 0x25, 0x26, 0x27, 0x36, 0x39, 0x3B, 0x3C, 0x3D, 0x3E, 0x3F))
+# VEX/EVEX map 1 opcodes with an imm8 (map 3 always has one, map 2 never).
+_VEX1_IMM8 = frozenset((0x70, 0x71, 0x72, 0x73, 0xC2, 0xC4, 0xC5, 0xC6))
+
+
+def _modrm_len(code, pos, addr32):
+    """Bytes taken by ModRM + SIB + displacement starting at pos, and the ModRM byte itself."""
+    modrm = code[pos]
+    mod, rm = modrm >> 6, modrm & 7
+    n = 1
+    if mod == 3:
+        return n, modrm
+    if rm == 4:
+        sib = code[pos + 1]
+        n += 1
+        if mod == 0 and sib & 7 == 5:
+            n += 4
+    elif mod == 0 and rm == 5:
+        n += 4
+    if mod == 1:
+        n += 1
+    elif mod == 2:
+        n += 4
+    return n, modrm
+
+
+def decode(code: bytes, pos: int, addr: int) -> Optional[Insn]:
+    """The instruction at code[pos:] (loaded at addr), or None if it cannot be measured."""
+    try:
+        return _decode(code, pos, addr)
+    except IndexError:        # runs off the end of the bytes given
+        return None
+
+
+def _prefixes(code, pos):
+    """(position of the opcode, operand size 16?, address size 32?, REX byte or 0)."""
+    start = pos
+    opsize16 = addr32 = False
+    while code[pos] in _PREFIXES:
+        if code[pos] == 0x66:
+            opsize16 = True
+        elif code[pos] == 0x67:
+            addr32 = True
+        pos += 1
+        if pos - start > 14:
+            raise IndexError("too many prefixes")     # no instruction is longer than 15 bytes
+    rex = 0
+    if 0x40 <= code[pos] <= 0x4F:
+        rex = code[pos]
+        pos += 1
+    return pos, opsize16, addr32, rex
+
+
+def _imm_size(imm, op, modrm, opsize16, rex_w, addr32):
+    """Bytes of immediate (or moffs / relative offset) after the ModRM part."""
+    word = 2 if opsize16 and not rex_w else 4
+    if imm == "g":
+        return (1 if op == 0xF6 else word) if (modrm >> 3) & 7 in (0, 1) else 0
+    return {"": 0, "b": 1, "w": 2, "z": word, "z32": 4, "v": 8 if rex_w else word,
+            "a": 4 if addr32 else 8, "e": 3}[imm]
+
+
+def _decode(code, pos, addr):
+    start = pos
+    pos, opsize16, addr32, rex = _prefixes(code, pos)
+    op = code[pos]
+    pos += 1
+    if op == 0x0F:
+        return _decode_0f(code, start, pos, addr, addr32)
+    if op in (0xC4, 0xC5, 0x62):
+        return _decode_vex(code, start, pos, addr, op, addr32)
+    if op == 0x8F and (code[pos] >> 3) & 7:
+        return None               # XOP
+    spec = _ONE.get(op)
+    if spec is None or spec[0] == "x":
+        return None
+    has_modrm, imm = spec
+    modrm = -1
+    if has_modrm:
+        n, modrm = _modrm_len(code, pos, addr32)
+        pos += n
+    end = pos + _imm_size(imm, op, modrm, opsize16, rex & 8, addr32)
+    code[end - 1]                 # the whole instruction must be present
+    return _classify(code, addr, end - start, op, modrm, rex, opsize16, pos, end)
+
+
+def _classify(code, addr, length, op, modrm, rex, opsize16, pos, end):
+    """The Insn of a measured one-byte-map instruction."""
+    rex_w, rex_r, rex_b = rex & 8, (rex >> 2) & 1, rex & 1
+    reg = ((modrm >> 3) & 7) | rex_r << 3
+    rm = (modrm & 7) | rex_b << 3
+    if 0x50 <= op <= 0x5F and not opsize16:
+        return Insn(addr, length, Kind.PUSH if op < 0x58 else Kind.POP, (op & 7) | rex_b << 3)
+    if op in (0x68, 0x6A) or 0x50 <= op <= 0x57 or op == 0xFF and reg & 7 == 6:
+        return Insn(addr, length, Kind.PUSH_OTHER)
+    if op == 0x89 and rex_w and not opsize16:
+        if modrm >> 6 != 3:
+            return Insn(addr, length, Kind.STORE, reg)
+        if reg == 4 and rm == 5:
+            return Insn(addr, length, Kind.MOV_FP_SP)
+    if op == 0x8B and rex_w and modrm >> 6 == 3 and reg == 5 and rm == 4:
+        return Insn(addr, length, Kind.MOV_FP_SP)
+    if op == 0x8F and modrm >> 6 == 3:
+        return Insn(addr, length, Kind.POP, rm)
+    if op in (0xE8, 0xE9) or 0x70 <= op <= 0x7F or op == 0xEB or 0xE0 <= op <= 0xE3:
+        rel = int.from_bytes(code[pos:end], "little", signed=True)
+        return Insn(addr, length, Kind.BRANCH, target=addr + length + rel, transfer=op in (0xE8, 0xE9, 0xEB))
+    if op == 0xFF and reg & 7 in (4, 5):
+        return Insn(addr, length, Kind.JUMP_INDIRECT, transfer=True)
+    if op == 0x90 and not rex_b:
+        return Insn(addr, length, Kind.OTHER, sp_write=False, quiet=True)     # nop, pause
+    transfer = op in (0xC2, 0xC3, 0xCA, 0xCB, 0xCF, 0xF4) or op == 0xFF and reg & 7 in (2, 3)
+    return Insn(addr, length, Kind.OTHER, sp_write=_may_write_frame_regs(op, modrm, rex_r, rex_b), transfer=transfer)
+
+
+# One-byte opcodes without ModRM that leave %rsp and %rbp alone (besides the B8+r and 90+r cases).
+_NO_FRAME_WRITE_ONE = frozenset((0x90, 0x98, 0x99, 0xA8, 0xA9, 0xCC, 0xF5, 0xF8, 0xF9, 0xFA, 0xFB, 0xFC, 0xFD)
+                       + tuple(b + 4 for b in range(0x00, 0x40, 8)) + tuple(b + 5 for b in range(0x00, 0x40, 8)))
+
+
+def _may_write_frame_regs(op, modrm, rex_r, rex_b):
+    """Could this one-byte-map instruction write %rsp or %rbp?  Conservative: any ModRM operand
+    naming either register counts, except where the opcode only reads its operands."""
+    if modrm < 0:
+        if 0xB0 <= op <= 0xBF:
+            return (op & 7) | rex_b << 3 in (4, 5) and op >= 0xB8
+        if 0x91 <= op <= 0x97:
+            return (op & 7) | rex_b << 3 in (4, 5)
+        return op not in _NO_FRAME_WRITE_ONE
+    reg = ((modrm >> 3) & 7) | rex_r << 3
+    rm = (modrm & 7) | rex_b << 3 if modrm >> 6 == 3 else -1
+    if op in (0x38, 0x39, 0x3A, 0x3B, 0x84, 0x85):       # cmp, test: read only
+        return False
+    if op in (0x88, 0x89) or op in (0x80, 0x81, 0x83, 0xC6, 0xC7, 0xC0, 0xC1, 0xD0, 0xD1, 0xD2, 0xD3, 0xF6, 0xF7,
+                                     0xFE, 0xFF) or op in (0x00, 0x01, 0x08, 0x09, 0x10, 0x11, 0x18, 0x19, 0x20,
+                                                           0x21, 0x28, 0x29, 0x30, 0x31):
+        if op in (0x80, 0x81, 0x83) and (modrm >> 3) & 7 == 7:
+            return False                                   # cmp imm
+        if op in (0xF6, 0xF7) and (modrm >> 3) & 7 in (0, 1):
+            return False                                   # test imm
+        if op == 0xFF and (modrm >> 3) & 7 >= 2:
+            return True                                    # indirect call or jump
+        return rm in (4, 5)                                # destination: the r/m operand
+    if op in (0x8A, 0x8B, 0x8D, 0x63, 0x02, 0x03, 0x0A, 0x0B, 0x12, 0x13, 0x1A, 0x1B, 0x22, 0x23, 0x2A, 0x2B,
+              0x32, 0x33, 0x69, 0x6B):
+        return reg in (4, 5)                               # destination: the reg operand
+    return reg in (4, 5) or rm in (4, 5)
+
+
+def _decode_0f(code, start, pos, addr, addr32):
+    op = code[pos]
+    pos += 1
+    if op in _TWO_BAD:
+        return None
+    if op == 0x38 or op == 0x3A:
+        pos += 1                  # the opcode in the three-byte map
+        n, _ = _modrm_len(code, pos, addr32)
+        end = pos + n + (1 if op == 0x3A else 0)
+    elif op in _TWO_NONE:
+        end = pos
+    elif 0x80 <= op <= 0x8F:      # jcc rel32
+        end = pos + 4
+        code[end - 1]
+        rel = int.from_bytes(code[pos:end], "little", signed=True)
+        return Insn(addr, end - start, Kind.BRANCH, target=addr + end - start + rel)
+    else:
+        n, modrm = _modrm_len(code, pos, addr32)
+        end = pos + n + (1 if op in _TWO_IMM8 else 0)
+    code[end - 1]
+    kind = Kind.PUSH_OTHER if op in (0xA0, 0xA8) else Kind.OTHER
+    if op == 0x0B:
+        return Insn(addr, end - start, kind, transfer=True)      # ud2
+    if op in (0x18, 0x1C, 0x1D, 0x1F) or op == 0x1E and modrm in (0xFA, 0xFB):
+        return Insn(addr, end - start, kind, sp_write=False, quiet=True)     # nop r/m, prefetch, endbr64
+    if 0x10 <= op <= 0x17 or 0x28 <= op <= 0x2F or 0x50 <= op <= 0x7F or 0xD0 <= op:
+        # The SSE/MMX moves and arithmetic: their operands are vector registers
+        # or memory (never a general register destination), except movd/movq to a register
+        # (0F 7E) and pmovmskb (0F D7), pextrw (0F C5) which write one.
+        if op not in (0x7E, 0xD7, 0x50):
+            return Insn(addr, end - start, kind, sp_write=False)
+    return Insn(addr, end - start, kind)
+
+
+def _decode_vex(code, start, pos, addr, op, addr32):
+    if op == 0xC5:
+        pos += 1
+        mmap = 1
+    elif op == 0xC4:
+        mmap = code[pos] & 0x1F
+        pos += 2
+    else:                         # EVEX
+        mmap = code[pos] & 0x7
+        pos += 3
+    if mmap not in (1, 2, 3, 5, 6):
+        return None
+    opc = code[pos]
+    pos += 1
+    if mmap == 1 and opc == 0x77:
+        end = pos                 # vzeroupper / vzeroall
+    else:
+        n, _ = _modrm_len(code, pos, addr32)
+        end = pos + n + (1 if mmap == 3 or (mmap == 1 and opc in _VEX1_IMM8) else 0)
+    code[end - 1]
+    return Insn(addr, end - start, Kind.OTHER)   # may write a general register: sp_write stays True
