@@ -28,6 +28,7 @@ from .corenotes import Thread
 from .elf import ElfImage
 from .errors import ElfError
 from .modules import ModuleSet
+from .text import registers_line
 from .unwind import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_from_registers, frame_rows, lookup_address, walk
 
 SIGNAL_TRAMPOLINE = "<signal handler called>"
@@ -131,9 +132,9 @@ class CoreSession:
         return s.split("+")[0] if s else None
 
     def walk(self, thread: Thread, limit: int = DEFAULT_DEPTH_LIMIT,
-             fp_fallback: bool = False) -> Iterator[Union[Frame, Stop]]:
+             fp_fallback: bool = False, callee_saved: bool = False) -> Iterator[Union[Frame, Stop]]:
         return walk(self.initial_frame(thread), abi=self.abi, read=self.core.read, find=self.modules.find,
-                    limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name)
+                    limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name, callee_saved=callee_saved)
 
 
 def _frame_symbol(session, frame, trampoline):
@@ -160,7 +161,7 @@ def format_frame(session: CoreSession, row: FrameRow) -> str:
 
 def backtrace_core(core_path: str, exe: Optional[str] = None, sysroot: Optional[str] = None,
                    all_threads: bool = False, out: Optional[TextIO] = None, limit: int = DEFAULT_DEPTH_LIMIT,
-                   fp_fallback: bool = False) -> int:
+                   fp_fallback: bool = False, registers: bool = False) -> int:
     out = out or sys.stdout
     session = CoreSession(core_path, exe=exe, sysroot=sysroot)
     threads = session.core.threads if all_threads else session.core.threads[:1]
@@ -173,9 +174,11 @@ def backtrace_core(core_path: str, exe: Optional[str] = None, sysroot: Optional[
         out.write("warning: %s\n" % w)
     for n, t in enumerate(threads):
         out.write("\nThread %d (LWP %d)%s:\n" % (n + 1, t.tid, ", %s" % _signame(t.signal) if t.signal else ""))
-        rows, stop = frame_rows(session.walk(t, limit=limit, fp_fallback=fp_fallback))
+        rows, stop = frame_rows(session.walk(t, limit=limit, fp_fallback=fp_fallback, callee_saved=registers))
         for row in rows:
             out.write(format_frame(session, row) + "\n")
+            if registers:
+                out.write(registers_line(session.abi, row.frame, "     ") + "\n")
         if stop is not None:
             where = ""
             if stop.pc is not None:

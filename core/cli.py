@@ -51,7 +51,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 def cmd_backtrace(args: argparse.Namespace) -> int:
     from .backtrace import backtrace_core
     return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, all_threads=args.all_threads,
-                          out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback)
+                          out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback, registers=args.registers)
 
 
 def package_dir() -> str:
@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--fp-fallback", action="store_true",
                     help="continue by the frame-pointer chain through code without SFrame")
     bt.add_argument("--limit", type=int, default=100000, help="maximum frames per thread")
+    bt.add_argument("--registers", "-r", action="store_true",
+                    help="print each frame's callee-saved registers (callers: those the function's code proves)")
     bt.set_defaults(func=cmd_backtrace)
     gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
     gi.set_defaults(func=cmd_gdbinit)

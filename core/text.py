@@ -10,6 +10,7 @@ from .format import MASK64
 from .unwind import Frame, Stop, StopReason
 
 if TYPE_CHECKING:
+    from .abi import ABIInfo
     from .index import Match
     from .modules import Module
 
@@ -43,6 +44,16 @@ def frame_line(number: int, frame: Frame, cfa: Optional[int], where: str, select
             cfa_text += " (FDE %d)" % own_match.fde.index
     return "  %s frame #%d: %s %s  [%s]  %s" % ("*" if selected else " ", number, hexaddr(frame.pc), where, how,
                                               cfa_text)
+
+
+def registers_line(abi: "ABIInfo", frame: Frame, indent: str = "      ") -> str:
+    """The frame's callee-saved registers (`bt -r`, `backtrace --registers`): each value, or
+    <not saved> where the unwind could not prove it."""
+    parts = []
+    for regnum in abi.callee_saved:
+        value = frame.reg(abi, regnum)
+        parts.append("%s %s" % (abi.regname(regnum), "<not saved>" if value is None else "%#x" % value))
+    return indent + "  ".join(parts)
 
 
 def stop_line(stop: Stop, where: Optional[str] = None) -> str:

@@ -18,7 +18,7 @@ from ..core.elf import ElfImage
 from ..core.errors import ElfError, SFrameError
 from ..core.format import MASK64
 from ..core.modules import NotCovered, locate
-from ..core.text import frame_line, info_lines, lookup_lines, stop_line, values_lines, where_text
+from ..core.text import frame_line, info_lines, lookup_lines, registers_line, stop_line, values_lines, where_text
 from ..core.tracker import LoadedModule, ModuleTracker, file_identity
 from ..core.unwind import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values, walk
 
@@ -393,7 +393,7 @@ live process or a core file, the values the rules give there (CFA, RA, FP) follo
 
 class BacktraceCommand(_Command):
     short = "Backtrace of a thread unwound with SFrame (not with LLDB's unwinder)."
-    long = """Syntax: sframe backtrace [-c COUNT] [-t THREAD] [-f]
+    long = """Syntax: sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r]
         sframe bt ...
 
 Unwinds the selected thread (or thread #THREAD, LLDB's index as `thread list` shows it) from its
@@ -405,11 +405,14 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
   -c COUNT   print at most COUNT frames
   -t THREAD  unwind thread #THREAD instead of the selected one (from its selected frame)
   -f         follow the frame-pointer chain through code without SFrame
+  -r         print each frame's callee-saved registers: in callers, those the function's own
+             code proves saved or unchanged (the rest <not saved>)
 """
-    usage = "sframe backtrace [-c COUNT] [-t THREAD] [-f]"
+    usage = "sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r]"
     spec = {"-c": ("count", _count), "--count": ("count", _count),
             "-t": ("thread", _count), "--thread": ("thread", _count),
-            "-f": ("fp", None), "--frame-pointer": ("fp", None)}
+            "-f": ("fp", None), "--frame-pointer": ("fp", None),
+            "-r": ("registers", None), "--registers": ("registers", None)}
 
     def run(self, debugger, command, exe_ctx):
         opts, rest = _parse(command, self.spec, self.usage)
@@ -440,7 +443,8 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
         count = opts.get("count")
         limit = count + 1 if count else DEFAULT_DEPTH_LIMIT
         items = walk(initial, topmost=topmost, abi=abi, read=_reader(process), find=_TRACKER.find,
-                          limit=limit, fp_fallback=bool(opts.get("fp")), symbol=_symbol_name(target))
+                     limit=limit, fp_fallback=bool(opts.get("fp")), symbol=_symbol_name(target),
+                     callee_saved=bool(opts.get("registers")))
         rows, stop = frame_rows(items)
         lines = [self._header(thread, frame, abi)]
         selected = thread.GetSelectedFrame().GetFrameID()
@@ -450,6 +454,8 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
             lines.append(frame_line(fr.level, fr, cfa, _where(target, fr.pc, fr.level > start and not fr.interrupted),
                                     selected=fr.level == selected, own_match=own,
                                     initial_how="registers" if topmost else "LLDB's registers of frame #%d" % start))
+            if opts.get("registers"):
+                lines.append(registers_line(abi, fr))
         if count and len(rows) > count:
             lines.append("  (more frames not shown: -c %d)" % count)
         elif stop is not None:

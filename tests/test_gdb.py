@@ -512,6 +512,30 @@ def test_callee_saved_native(corpus, tmp_path, gdb, toolchain, variant):
     assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
 
 
+DEMO_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+
+
+@pytest.mark.parametrize("gdb,toolchain", DEMO_CASES, ids=["%s-%s" % c for c in DEMO_CASES])
+def test_readme_demo_bt(corpus, tmp_path, gdb, toolchain):
+    """The README demo (scripts/demo): `bt` with the plugin on the program without DWARF CFI prints
+    the same lines as GDB's own `bt` with DWARF CFI, arguments and entry values included (they
+    need the callers' callee-saved registers), and `frame 3` / `info locals` / `p n` / `finish`
+    in an outer frame too."""
+    build = corpus.get(toolchain, "recurse", "O2-nofp")
+    out = {}
+    for kind, exe, plugin in (("dwarf", build.path, []), ("sframe", build.noeh, ["source %s" % PLUGIN])):
+        lines = ["set startup-with-shell off", "file %s" % exe] + plugin + [
+            "break stop_here", "run 3", "mark bt", "bt", "mark frame3", "frame 3", "info locals", "p n", "p depth",
+            "mark finish", "finish-outer", "mark end"]
+        out[kind] = run_gdb(gdb, lines, tmp_path)
+        assert "Traceback" not in out[kind] and "Python Exception" not in out[kind], out[kind]
+    bt = {k: [ln for ln in o.between("bt", "frame3").splitlines() if ln.startswith("#")] for k, o in out.items()}
+    assert len(bt["dwarf"]) == 6 and bt["sframe"] == bt["dwarf"], bt
+    assert "optimized out" not in "\n".join(bt["sframe"][1:5]) and "@entry=" in bt["sframe"][1], bt
+    for section in (("frame3", "finish"), ("finish", "end")):
+        assert out["sframe"].between(*section) == out["dwarf"].between(*section), section
+
+
 @pytest.mark.parametrize("toolchain", ["sid-aarch64", "sid-s390x"])
 def test_verify_qemu(corpus, tmp_path, toolchain):
     fixtures = sorted({fx for fx, _, _ in VERIFY_PLAN})

@@ -98,6 +98,18 @@ def probe(debugger, command, exe_ctx, result, internal_dict):
         exe_ctx.GetProcess().SetSelectedThreadByIndexID(int(words[1]))
     elif op == "frame":                  # probe frame N: select frame N of the thread, silently
         exe_ctx.GetThread().SetSelectedFrame(int(words[1]))
+    elif op == "regs":                   # probe regs TAG NAME,NAME...: LLDB's values of registers per frame
+        names = words[2].split(",")
+        out = []
+        for f in exe_ctx.GetThread():
+            vals = []
+            for name in names:
+                v = f.FindRegister(name)
+                err = lldb.SBError()
+                x = v.GetValueAsUnsigned(err, 0) if v is not None and v.IsValid() else None
+                vals.append("%s=%s" % (name, "?" if x is None or not err.Success() else "%#x" % x))
+            out.append("R %d %#x %s" % (f.GetFrameID(), f.GetPC(), " ".join(vals)))
+        _emit(result, words[1], "\n".join(out), None)
     elif op == "eval":                   # probe eval TAG EXPR: a Python expression's value
         _emit(result, words[1], repr(eval(words[2], {"lldb": lldb, "target": exe_ctx.GetTarget()})), None)
 '''
@@ -208,6 +220,9 @@ def stop_commands(exe, fixture, tag, args=(), start=None, others=False, lookups=
     if lookups:
         cmds.append("probe lookups %s-at" % tag)
     if others:
+        # The callee-saved registers: LLDB's own (DWARF CFI) and `sframe bt -r`'s.
+        cmds += ["probe regs %s-regs rbx,rbp,r12,r13,r14,r15" % tag,
+                 "probe run %s-sbtr sframe bt -r" % tag]
         # From an outer frame (LLDB's registers of frame 1), and another thread than the selected.
         cmds += ["probe frame 1",
                  "probe run %s-up-sbt sframe bt" % tag,
@@ -538,6 +553,54 @@ def test_backtrace_matches_lldb_bt(key, corpus, sessions):
     check_matches_lldb(ours, last, frames, "%s %s" % (s.name, tag))
     # The walk ends where the fixture's modules end: the C library has no SFrame section.
     assert "no SFrame information for the PC" in last, last
+
+
+def test_backtrace_registers_match_lldb(corpus, sessions):
+    """`sframe bt -r`: in every frame of every live x86-64 stop, each callee-saved register the
+    SFrame walk recovers equals LLDB's own value (LLDB unwinds these programs with their DWARF
+    CFI), and at least 99.9% of those LLDB knows are recovered."""
+    equal = missing = 0
+    wrong = []
+    for key in LIVE:
+        lldb, tc, fx, v = key
+        s = sessions[lldb]
+        tag = corpus.get(tc, fx, v).id
+        truth = {}
+        for line in s.block(tag + "-regs").out:
+            if line.startswith("R "):
+                _, level, pc, *vals = line.split()
+                truth[int(level)] = (int(pc, 16), dict(x.split("=") for x in vals))
+        b = s.block(tag + "-sbtr")
+        assert not b.err, b.err
+        ours = {}
+        level = None
+        for line in b.out[1:-1]:
+            m = SFRAME_FRAME_RE.match(line)
+            if m:
+                level = int(m.group(1))
+                ours[level] = (int(m.group(2), 16), {})
+                continue
+            pairs = re.findall(r"(\w+) (<not saved>|0x[0-9a-f]+)", line)
+            assert level is not None and len(pairs) == 6, "%s %s: %r" % (s.name, tag, line)
+            ours[level][1].update(pairs)
+        assert ours and set(ours) <= set(truth), (tag, sorted(ours), sorted(truth))
+        for level, (pc, regs) in ours.items():
+            if truth[level][0] != pc:
+                break
+            for name, want in truth[level][1].items():
+                got = regs[name]
+                if want == "?":
+                    continue
+                if got == "<not saved>":
+                    missing += 1
+                elif int(got, 16) == int(want, 16):
+                    equal += 1
+                else:
+                    wrong.append("%s %s frame #%d %s: %s, LLDB %s" % (s.name, tag, level, name, got, want))
+    print("sframe bt -r: %d callee-saved registers equal LLDB's, %d not recovered, %d different"
+          % (equal, missing, len(wrong)))
+    assert not wrong, "\n".join(wrong[:40])
+    assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
 
 
 @pytest.mark.parametrize("key", LIVE, ids=LIVE_IDS)

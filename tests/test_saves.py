@@ -14,6 +14,7 @@ import re
 import subprocess
 
 import pytest
+
 from sframekit.core import abi as abimod
 from sframekit.core import format as F
 from sframekit.core import saves as S
