@@ -31,10 +31,12 @@ x86-64 (the one ABI analysed so far; the others answer UNKNOWN for every registe
 Results are cached per function (the index's `saves` cache) and per FRE.
 """
 
+import bisect
 import enum
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
+from . import a64insn, flow
 from . import abi as abimod
 from . import format as F
 from . import x86insn as X
@@ -385,5 +387,85 @@ class _X86Function:
         return None
 
 
-_ANALYSERS = {abimod.AMD64.sframe_abi: _X86Function}
+# -- fixed-layout ISAs: data flow over the function (core.flow) ------------------------------------
+
+class _FlowFunction:
+    """The save facts of one function of an ISA whose instructions core.flow follows."""
+
+    decode: Callable[[bytes, int], Optional[List[flow.Op]]]
+
+    def __init__(self, abi, index, fde, read_code):
+        self.abi = abi
+        self.regs = [r for r in abi.callee_saved if r != abi.fp]
+        self.fde = fde
+        self.failed: Optional[str] = None
+        self.states: List[Optional[flow.State]] = []
+        self.starts: List[int] = []
+        try:
+            code = read_code(fde.start, fde.size)
+        except Exception:
+            code = None
+        if code is None or len(code) < fde.size:
+            self.failed = "the function's code at %#x cannot be read" % fde.start
+            return
+        ops = type(self).decode(bytes(code), fde.start)
+        if not ops:
+            self.failed = "the function's size is not whole instructions"
+            return
+        rows = index.rows(fde)
+        starts = [r[0] for r in rows]
+        if not rows or rows[0][0] != fde.start or _sp_offset(abi, rows[0][1]) != abi.entry_cfa_offset:
+            self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % abi.entry_cfa_offset
+            return
+
+        def rules_at(addr):
+            k = bisect.bisect_right(starts, addr) - 1
+            rules = rows[k][1] if k >= 0 else None
+            return (_sp_offset(abi, rules), _fp_offset(abi, rules)) if rules is not None else (None, None)
+        self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
+        self.starts = [op.addr for op in ops]
+
+    def at(self, match) -> Dict[int, Save]:
+        if self.failed:
+            bad = _unknown(self.failed)
+            return {r: bad for r in self.regs}
+        fde, pc = self.fde, match.pc
+        if fde.pc_type is F.PCType.MASK and fde.block_size:
+            pc = fde.start + (pc - fde.start) % fde.block_size
+        k = bisect.bisect_right(self.starts, pc) - 1
+        state = self.states[k] if k >= 0 else None
+        if state is None:
+            bad = _unknown("no path from the function's entry reaches %#x" % pc)
+            return {r: bad for r in self.regs}
+        out = {}
+        for reg, where in zip(self.regs, state.regs):
+            if where is None:
+                out[reg] = UNCHANGED
+            elif where == flow.UNKNOWN:
+                out[reg] = _unknown("saved differently on different paths, or where this analysis cannot place it")
+            else:
+                out[reg] = Save(SaveKind.SAVED, where)  # type: ignore[arg-type]  # an int: CFA offset
+        return out
+
+
+def _sp_offset(abi, rules):
+    cfa = rules.cfa
+    if cfa is not None and cfa.kind is RuleKind.REGISTER and not cfa.deref and cfa.reg == abi.sp:
+        return cfa.offset
+    return None
+
+
+def _fp_offset(abi, rules):
+    cfa = rules.cfa
+    if cfa is not None and cfa.kind is RuleKind.REGISTER and not cfa.deref and cfa.reg == abi.fp:
+        return cfa.offset
+    return None
+
+
+class _A64Function(_FlowFunction):
+    decode = staticmethod(a64insn.words)
+
+
+_ANALYSERS = {abimod.AMD64.sframe_abi: _X86Function, abimod.AARCH64_LE.sframe_abi: _A64Function,
+              abimod.AARCH64_BE.sframe_abi: _A64Function}
 

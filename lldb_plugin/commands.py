@@ -18,7 +18,7 @@ from ..core.elf import ElfImage
 from ..core.errors import ElfError, SFrameError
 from ..core.format import MASK64
 from ..core.modules import NotCovered, locate
-from ..core.text import frame_line, info_lines, lookup_lines, registers_line, stop_line, values_lines, where_text
+from ..core.text import frame_line, info_lines, lookup_lines, registers_line, saves_lines, stop_line, values_lines, where_text
 from ..core.tracker import LoadedModule, ModuleTracker, file_identity
 from ..core.unwind import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values, walk
 
@@ -359,9 +359,11 @@ class LookupCommand(_Command):
 
 ADDR is a load address (0x..., decimal), $pc or another $register, symbol[+offset], or any
 expression LLDB can evaluate.  Prints the module, the SFrame section, the function (FDE), the
-row in effect (FRE) and the CFA/RA/FP rules in words: the lines of GDB's `info sframe ADDR`, and
-of `sframe lookup FILE ADDR` with load addresses.  When ADDR is the PC of the selected frame of a
-live process or a core file, the values the rules give there (CFA, RA, FP) follow.
+row in effect (FRE), the CFA/RA/FP rules in words and where the caller's callee-saved registers
+are (from the function's code): the lines of GDB's `info sframe ADDR`, and of `sframe lookup
+--registers FILE ADDR` with load addresses.  When ADDR is the PC of the selected frame of a live
+process or a core file, the values the rules give there (CFA, RA, FP, the caller's callee-saved
+registers) follow.
 """
 
     def run(self, debugger, command, exe_ctx):
@@ -381,14 +383,23 @@ live process or a core file, the values the rules give there (CFA, RA, FP) follo
             _, name, start = _symbol_at(target, match.fde.start)
             if name:
                 symbol = (name, match.fde.start - start)
-        values = None
-        if frame is not None and frame.IsValid() and frame.GetPC() == addr:
+        extra = []
+        selected = frame is not None and frame.IsValid() and frame.GetPC() == addr
+        # A caller's frame is looked up at its return address - 1, inside the call (as GDB does).
+        at = lookup_address(addr, selected and frame.GetFrameID() > 0)
+        image, bias = module.image, module.load_bias
+
+        def read_code(start, size):
+            return image.file_bytes(start - bias, size) if image is not None else None
+        extra += saves_lines(module.index, module.index.lookup(at) or match, read_code, addr)
+        if selected:
             abi = _abi(target)
             topmost = frame.GetFrameID() == 0
             state = _frame_state(frame, abi, topmost)
-            values = values_lines(frame.GetFrameID(), rule_values(state, abi=abi, read=_reader(process),
-                                                                  find=_TRACKER.find, topmost=topmost))
-        return lookup_lines(addr, module, match, symbol, values)
+            extra += values_lines(frame.GetFrameID(), rule_values(state, abi=abi, read=_reader(process),
+                                                                  find=_TRACKER.find, topmost=topmost,
+                                                                  callee_saved=True))
+        return lookup_lines(addr, module, match, symbol, extra)
 
 
 class BacktraceCommand(_Command):

@@ -552,7 +552,7 @@ def test_verify_qemu(corpus, tmp_path, toolchain):
     finally:
         for q in qemus:
             q.close()
-    check_verify(out, fixtures)
+    print_register_counts(check_verify(out, fixtures))
 
 
 # -- core files -----------------------------------------------------------------------------------------
@@ -617,8 +617,9 @@ def test_core_files(corpus, tmp_path, gdb, toolchain):
 # -- commands ---------------------------------------------------------------------------------------------
 
 def cli_lookup(path, addr):
-    """`sframe lookup` (the command-line tool) output lines, to compare with `info sframe`."""
-    proc = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), str(REPO / "scripts" / "sframe"), "lookup", str(path), addr],
+    """`sframe lookup --registers` (the command-line tool) output lines, to compare with `info sframe`."""
+    proc = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), str(REPO / "scripts" / "sframe"), "lookup",
+                           "--registers", str(path), addr],
                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.returncode == 0, proc.stdout
     return proc.stdout.splitlines()
@@ -690,8 +691,9 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
     assert loaded.count("sframe-gdb: SFrame unwinder installed") == 1, loaded
     assert "sframe-gdb: already loaded." in loaded, loaded
 
-    # Before the program runs (no load bias): exactly the command-line tool's text, then GDB's CFI
-    # and which of GDB's unwinders takes such a frame (mode auto, DWARF CFI present: GDB's own).
+    # Before the program runs (no load bias): exactly the command-line tool's text (with where the
+    # callee-saved registers are), then GDB's CFI and which of GDB's unwinders takes such a frame
+    # (mode auto, DWARF CFI present: GDB's own).
     static = out.between("static", "static-end").strip().splitlines()
     cli = cli_lookup(exe, "stop_here")
     assert static[:len(cli)] == cli, static

@@ -469,7 +469,7 @@ def cli_lookup(path, addr):
     from sframekit.core import cli
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main(["lookup", str(path), "%#x" % addr])
+        rc = cli.main(["lookup", "--registers", str(path), "%#x" % addr])
     return rc, out.getvalue().splitlines(), err.getvalue()
 
 
@@ -488,6 +488,8 @@ def rebase(lines, bias):
         m = _FRE_RE.match(line)
         if m:
             line = "%s%#x..%#x%s" % (m.group(1), int(m.group(2), 16) - bias, int(m.group(3), 16) - bias, m.group(4))
+        if re.match(r"^  \w+ +unknown \(", line):      # the reason names an instruction's address
+            line = re.sub(r"0x[0-9a-f]+", lambda h: "%#x" % (int(h.group(0), 16) - bias), line)
         out.append(line)
     return out
 
@@ -509,6 +511,15 @@ def check_lookup_matches_cli(block, what):
     assert cli[1] == "Section: %s at %#x%s" % (ms.group(1), file_sec, ms.group(3)), what
     end = next((k for k, line in enumerate(lines) if line.startswith("Values in frame #")), len(lines))
     ours = lines[2:end]
+    # A caller's frame is looked up at its return address - 1: the CLI says the same there.
+    m = re.match(r"^Callee-saved registers \(looked up at 0x([0-9a-f]+)\):$", next(
+        (line for line in ours if line.startswith("Callee-saved registers")), ""))
+    if m:
+        k = ours.index(m.group(0))
+        rc, at, err = cli_lookup(path, int(m.group(1), 16) - bias)
+        assert rc == 0, err
+        cli = cli[:cli.index("Callee-saved registers:")] + [m.group(0)] + at[at.index("Callee-saved registers:") + 1:]
+        assert len(ours) - k == len(cli) - cli.index(m.group(0)), what
     assert rebase(ours, bias) == cli[2:], "%s:\nLLDB:\n%s\nCLI:\n%s" % (what, "\n".join(lines), "\n".join(cli))
     return addr, bias, lines
 

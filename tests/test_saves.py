@@ -367,81 +367,99 @@ def test_measure_agrees_with_objdump_on_libc():
     assert funcs > 1500 and insns > 200_000, (funcs, insns)
 
 
-def _sleb(data, pos):
-    value = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                value -= 1 << shift
-            return value, pos
+def _readelf_tables(path):
+    """{(lo, hi): [(pc, {column: rule})]} from `readelf --debug-dump=frames-interp`: the DWARF CFI
+    rows the compiler wrote.  A rule is ('cfa', N) for "c+N", 'same' for "u" and "s", else the text."""
+    out = subprocess.run(["readelf", "-wF", str(path)], capture_output=True, text=True, check=True).stdout
+    tables = {}
+    cols = rows = None
+    for line in out.splitlines():
+        m = re.search(r"FDE cie=\w+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", line)
+        if m:
+            rows = tables.setdefault((int(m.group(1), 16), int(m.group(2), 16)), [])
+            cols = None
+            continue
+        words = line.split()
+        if rows is None or not words:
+            continue
+        if words[0] == "LOC":
+            cols = words[2:]
+            continue
+        if cols is not None and re.fullmatch(r"[0-9a-f]{16}", words[0]) and len(words) >= 2:
+            rules = {}
+            for name, text in zip(cols, words[2:]):
+                m = re.fullmatch(r"c([+-]\d+)", text)
+                rules[name] = ("cfa", int(m.group(1))) if m else "same" if text in ("u", "s") else text
+            rows.append((int(words[0], 16), words[1], rules))
+    return sorted((lo, hi, r) for (lo, hi), r in tables.items())
 
 
-def _dwarf_rule(rule):
-    """('cfa', off) for DW_CFA_offset, ('rbp', off) for the DW_CFA_expression DW_OP_breg6 off that
-    GCC writes for realigned frames, 'same' where DWARF has no rule, else 'other'."""
-    from elftools.dwarf.callframe import RegisterRule
-    if rule is None or rule.type in (RegisterRule.SAME_VALUE, RegisterRule.UNDEFINED):
-        return "same"
-    if rule.type == RegisterRule.OFFSET:
-        return ("cfa", rule.arg)
-    if rule.type == RegisterRule.EXPRESSION and rule.arg and rule.arg[0] == 0x76:     # DW_OP_breg6
-        off, end = _sleb(bytes(rule.arg), 1)
-        if end == len(rule.arg):
-            return ("rbp", off)
-    return "other"
-
-
-def _dwarf_tables(elf):
-    """[(start, end, decoded rows)] of the binary's DWARF CFI FDEs, sorted."""
-    from elftools.dwarf.callframe import FDE as DwarfFDE
-    dwarf = elf.get_dwarf_info()
-    entries = dwarf.EH_CFI_entries() if dwarf.has_EH_CFI() else dwarf.CFI_entries()
-    out = []
-    for e in entries:
-        if isinstance(e, DwarfFDE):
-            lo = e.header["initial_location"]
-            out.append((lo, lo + e.header["address_range"], e.get_decoded().table))
-    return sorted(out, key=lambda t: t[0])
-
-
-def _judge(save, rule, later, cfa_rule):
-    """'ok', 'unknown' or why ours is wrong, for one register at one instruction.
+def _judge(save, rule, later, cfa_rule, sp, restored):
+    """'ok', 'exp' (a frame-pointer-relative slot DWARF gives as an expression), 'unknown', or why
+    ours is wrong, for one register at one instruction.
 
     `later`: the DWARF rule of the next row (GCC writes a push's rule one instruction late, where
-    the slot and the register still hold the same value)."""
+    the slot and the register still hold the same value); `restored`: the slot the analysis last
+    had the register in (GCC keeps a restored register's rule until the return)."""
     if save.kind is S.SaveKind.UNKNOWN:
         return "unknown"
     if save.kind is S.SaveKind.SAVED:
-        mine = ("cfa" if save.base is None else "rbp", save.offset)
-        if rule == mine or rule == "same" and later == mine:
+        if save.base is not None:
+            if rule == "exp" or rule == "same" and later == "exp":
+                return "exp"
+            if isinstance(rule, tuple) and cfa_rule is not None and cfa_rule.reg == save.base \
+                    and not cfa_rule.deref and rule[1] == save.offset - cfa_rule.offset:
+                return "ok"       # base = CFA - c: the same slot
+        elif rule == ("cfa", save.offset) or rule == "same" and later == ("cfa", save.offset):
             return "ok"
-        if save.base == RBP and isinstance(rule, tuple) and rule[0] == "cfa" and cfa_rule is not None \
-                and cfa_rule.reg == RBP and not cfa_rule.deref and rule[1] == save.offset - cfa_rule.offset:
-            return "ok"       # rbp = CFA - c: the same slot
-        return "saved at %s %+d, DWARF: %s" % (mine[0], mine[1], rule)
+        return "saved at %s %+d, DWARF: %s" % ("CFA" if save.base is None else save.base, save.offset, rule)
     if rule == "same":
         return "ok"
-    if isinstance(rule, tuple) and rule[0] == "cfa" and cfa_rule is not None and cfa_rule.reg == AMD64.sp \
+    if isinstance(rule, tuple) and cfa_rule is not None and cfa_rule.reg == sp and not cfa_rule.deref \
             and -rule[1] > cfa_rule.offset:
         return "ok"           # popped: the register holds what the slot (now below SP) holds
+    if rule == restored:
+        return "ok"           # restored from the slot the analysis had it in: both hold the value
     return "unchanged, DWARF: %s" % (rule,)
 
 
-X86_TOOLCHAINS = ["host", "trixie", "sid"]
+STATIC_TOOLCHAINS = ["host", "trixie", "sid", "sid-aarch64"]
 
 
-@pytest.mark.parametrize("toolchain", X86_TOOLCHAINS)
+def _text_reader(elf):
+    text = [(s["sh_addr"], s.data()) for s in elf.iter_sections()
+            if s["sh_flags"] & 4 and s["sh_type"] == "SHT_PROGBITS"]
+
+    def read(addr, size):
+        for lo, data in text:
+            if lo <= addr and addr + size <= lo + len(data):
+                return data[addr - lo:addr - lo + size]
+        return None
+    return read
+
+
+def _instructions(abi, code, start):
+    """The instruction addresses of a function's code."""
+    if abi is AMD64:
+        pos = 0
+        while pos < len(code):
+            ins = X.decode(code, pos, start + pos)
+            assert ins is not None, "%#x" % (start + pos)
+            yield start + pos
+            pos += ins.length
+    else:
+        yield from range(start, start + len(code), 4)
+
+
+@pytest.mark.parametrize("toolchain", STATIC_TOOLCHAINS)
 def test_agrees_with_dwarf_cfi(corpus, toolchain):
-    """At every instruction of every function with SFrame in every x86-64 fixture build (executable
-    and library, all variants), each callee-saved register the analysis places is where the
-    compiler's DWARF CFI says it is, and each it calls unchanged is one DWARF does not save (or
-    whose slot was popped).  At least 99.5% of them are placed or proved unchanged."""
+    """At every instruction of every function with SFrame in every fixture build of the toolchain
+    (executable and library, all variants), each callee-saved register the analysis places is where
+    the compiler's DWARF CFI (as readelf prints it) says it is, and each it calls unchanged is one
+    DWARF does not save (or whose slot was popped).  At least 99.5% of them are placed or proved
+    unchanged."""
     from elftools.elf.elffile import ELFFile
-    counts = {"ok": 0, "unknown": 0}
+    counts = {"ok": 0, "exp": 0, "unknown": 0}
     wrong = []
     paths = set()
     for build_ in corpus.select(toolchain=toolchain):
@@ -453,42 +471,36 @@ def test_agrees_with_dwarf_cfi(corpus, toolchain):
             elf = ELFFile(fh)
             sec = elf.get_section_by_name(".sframe")
             index = SFrameIndex(sec.data(), sec["sh_addr"])
-            text = [(s["sh_addr"], s.data()) for s in elf.iter_sections()
-                    if s["sh_flags"] & 4 and s["sh_type"] == "SHT_PROGBITS"]
-            tables = _dwarf_tables(elf)
-
-        def read(addr, size, text=text):
-            for lo, data in text:
-                if lo <= addr and addr + size <= lo + len(data):
-                    return data[addr - lo:addr - lo + size]
-            return None
+            read = _text_reader(elf)
+        abi = abimod.info(index.abi)
+        names = {r: ("ra" if r == abi.ra else abi.regname(r)) for r in abi.callee_saved}
+        tables = _readelf_tables(path)
         starts = [t[0] for t in tables]
         for fde in index.section.fdes():
             k = bisect.bisect_right(starts, fde.start) - 1
             if k < 0 or not tables[k][0] <= fde.start < tables[k][1]:
                 continue
             table = tables[k][2]
-            rowpcs = [r["pc"] for r in table]
-            code = read(fde.start, fde.size)
-            pos = 0
-            while pos < fde.size:
-                pc = fde.start + pos
-                ins = X.decode(code, pos, pc)
-                assert ins is not None, "%s: %#x" % (path, pc)
-                pos += ins.length
+            rowpcs = [r[0] for r in table]
+            last_slot = {}           # reg -> the slot it was last found saved at, in address order
+            for pc in _instructions(abi, read(fde.start, fde.size), fde.start):
                 m = index.lookup(pc)
                 j = bisect.bisect_right(rowpcs, pc) - 1
                 if m is None or m.rules.cfa is None or j < 0:
                     continue
-                for reg, save in S.at(AMD64, index, m, read).items():
-                    later = _dwarf_rule(table[j + 1].get(reg)) if j + 1 < len(table) else None
-                    verdict = _judge(save, _dwarf_rule(table[j].get(reg)), later, m.rules.cfa)
+                for reg, save in S.at(abi, index, m, read).items():
+                    rule = table[j][2].get(names[reg], "same")
+                    later = table[j + 1][2].get(names[reg], "same") if j + 1 < len(table) else None
+                    verdict = _judge(save, rule, later, m.rules.cfa, abi.sp, last_slot.get(reg))
+                    if save.kind is S.SaveKind.SAVED and save.base is None:
+                        last_slot[reg] = ("cfa", save.offset)
                     if verdict in counts:
                         counts[verdict] += 1
                     else:
-                        wrong.append("%s %#x %s: %s" % (path, pc, AMD64.regname(reg), verdict))
-    total = counts["ok"] + counts["unknown"] + len(wrong)
-    print("%s: %d register places checked at every instruction: %d agree with DWARF, %d unknown, %d wrong"
-          % (toolchain, total, counts["ok"], counts["unknown"], len(wrong)))
+                        wrong.append("%s %#x %s: %s" % (path, pc, abi.regname(reg), verdict))
+    total = sum(counts.values()) + len(wrong)
+    print("%s: %d register places checked at every instruction: %d agree with DWARF, %d frame-pointer "
+          "slots DWARF gives as expressions, %d unknown, %d wrong"
+          % (toolchain, total, counts["ok"], counts["exp"], counts["unknown"], len(wrong)))
     assert not wrong, "\n".join(wrong[:50])
     assert total > 100_000 and counts["unknown"] <= 0.005 * total, counts

@@ -76,7 +76,7 @@ rules give there."""
         except NotCovered as exc:
             raise gdb.GdbError(str(exc)) from None
         lines = text.lookup_lines(addr, module, match, symbol_at(match.fde.start),
-                                  self._unwinder_lines(addr, ms, module) + self._saves(addr, module, match)
+                                  self._saves(addr, module, match) + self._unwinder_lines(addr, ms, module)
                                   + self._values(addr, ms, module))
         gdb.write("\n".join(lines) + "\n")
 
