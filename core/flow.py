@@ -28,6 +28,7 @@ class Flow(enum.Enum):
     CALL = 3        # returns to the next instruction
     INDIRECT = 4    # a jump through a register: anywhere in the function (or a tail call)
     STOP = 5        # return, trap: no successor in the function
+    INDIRECT_OR_NEXT = 6   # a conditional jump through a register
 
 
 class Op(NamedTuple):
@@ -85,11 +86,11 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         op = ops[k]
         out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
         succ = []
-        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL) and k + 1 < n:
+        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and k + 1 < n:
             succ.append(k + 1)
         if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
             succ.append(where[op.target])
-        if op.flow is Flow.INDIRECT:
+        if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
             # Anywhere SFrame does not rule out: where the CFA is SP-based, only instructions
             # with this SP (a jump table's targets; a tail call's SP matches none of the body).
             succ.extend(j for j in range(n) if sframe[j][0] is None or out.sp is None or sframe[j][0] == out.sp)

@@ -36,7 +36,7 @@ import enum
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from . import a64insn, flow
+from . import a64insn, flow, s390insn
 from . import abi as abimod
 from . import format as F
 from . import x86insn as X
@@ -392,7 +392,8 @@ class _X86Function:
 class _FlowFunction:
     """The save facts of one function of an ISA whose instructions core.flow follows."""
 
-    decode: Callable[[bytes, int], Optional[List[flow.Op]]]
+    def decode(self, code: bytes, start: int) -> Optional[List[flow.Op]]:
+        raise NotImplementedError
 
     def __init__(self, abi, index, fde, read_code):
         self.abi = abi
@@ -408,7 +409,7 @@ class _FlowFunction:
         if code is None or len(code) < fde.size:
             self.failed = "the function's code at %#x cannot be read" % fde.start
             return
-        ops = type(self).decode(bytes(code), fde.start)
+        ops = self.decode(bytes(code), fde.start)
         if not ops:
             self.failed = "the function's size is not whole instructions"
             return
@@ -463,9 +464,16 @@ def _fp_offset(abi, rules):
 
 
 class _A64Function(_FlowFunction):
-    decode = staticmethod(a64insn.words)
+    def decode(self, code, start):
+        return a64insn.words(code, start)
+
+
+class _S390Function(_FlowFunction):
+    def decode(self, code, start):
+        abi = self.abi
+        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n))
 
 
 _ANALYSERS = {abimod.AMD64.sframe_abi: _X86Function, abimod.AARCH64_LE.sframe_abi: _A64Function,
-              abimod.AARCH64_BE.sframe_abi: _A64Function}
+              abimod.AARCH64_BE.sframe_abi: _A64Function, abimod.S390X.sframe_abi: _S390Function}
 

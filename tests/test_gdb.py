@@ -536,15 +536,24 @@ def test_readme_demo_bt(corpus, tmp_path, gdb, toolchain):
         assert out["sframe"].between(*section) == out["dwarf"].between(*section), section
 
 
-@pytest.mark.parametrize("toolchain", ["sid-aarch64", "sid-s390x"])
-def test_verify_qemu(corpus, tmp_path, toolchain):
+# AArch64 with frame pointers is left out: stepping from *level1 enters the lazy-binding PLT0, where
+# GDB's own AArch64 prologue analyser (the reference: PLT0 has no CFI) unwinds to a duplicate
+# level1 frame and a zero PC, so there is nothing right to compare with.  test_saves checks those
+# builds' registers against their DWARF CFI at every instruction.
+QEMU_VERIFY_CASES = [("sid-aarch64", "O2-nofp")] + [("sid-s390x", v) for v in ("O2-nofp", "O0-fp", "O2-fp")]
+
+
+@pytest.mark.parametrize("toolchain,variant", QEMU_VERIFY_CASES, ids=["-".join(c) for c in QEMU_VERIFY_CASES])
+def test_verify_qemu(corpus, tmp_path, toolchain, variant):
+    """`sframe verify` under qemu-user, every variant: frames and callee-saved registers (at least
+    99.9% of those DWARF knows recovered, none different)."""
     fixtures = sorted({fx for fx, _, _ in VERIFY_PLAN})
     tc = T.toolchain(toolchain)
     lines = ["source %s" % PLUGIN]
     qemus = []
     try:
         for fx in fixtures:
-            build = corpus.get(toolchain, fx, "O2-nofp")
+            build = corpus.get(toolchain, fx, variant)
             q = Qemu(toolchain, build.path, STOPS[fx][1])
             qemus.append(q)
             lines += verify_lines(build, remote_port=q.port, sysroot=tc.sysroot)
@@ -552,7 +561,8 @@ def test_verify_qemu(corpus, tmp_path, toolchain):
     finally:
         for q in qemus:
             q.close()
-    print_register_counts(check_verify(out, fixtures))
+    equal, missing = print_register_counts(check_verify(out, fixtures))
+    assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
 
 
 # -- core files -----------------------------------------------------------------------------------------

@@ -423,7 +423,7 @@ def _judge(save, rule, later, cfa_rule, sp, restored):
     return "unchanged, DWARF: %s" % (rule,)
 
 
-STATIC_TOOLCHAINS = ["host", "trixie", "sid", "sid-aarch64"]
+STATIC_TOOLCHAINS = ["host", "trixie", "sid", "sid-aarch64", "sid-s390x"]
 
 
 def _text_reader(elf):
@@ -447,6 +447,12 @@ def _instructions(abi, code, start):
             assert ins is not None, "%#x" % (start + pos)
             yield start + pos
             pos += ins.length
+    elif abi is abimod.S390X:
+        from sframekit.core import s390insn
+        pos = 0
+        while pos < len(code):
+            yield start + pos
+            pos += s390insn.length(code[pos])
     else:
         yield from range(start, start + len(code), 4)
 
