@@ -152,6 +152,8 @@ def _reads_only(b, n):
     if n == 6 and first in (0xE3, 0xEB) and b[5] in (0x24, 0x50, 0x20, 0x21, 0x30, 0x31, 0x3E, 0x3F, 0x72,
                                                       0x02, 0x8E, 0x26, 0x2F):
         return True                        # STG, STY, CG, CLG, CGF, CLGF, STRV, STCY, ... STMG (handled above)
+    if n == 4 and first == 0xA7 and b[1] & 0xF in (0, 1, 2, 3, 0xE, 0xF):
+        return True                        # TMxx, CHI, CGHI
     return n == 4 and first in (0x50, 0x42, 0x40, 0x59, 0x55, 0x49)   # ST, STC, STH, C, CL, CH
 
 
