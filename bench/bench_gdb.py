@@ -6,7 +6,9 @@
    GDB's own DWARF unwinder, then the SFrame unwinder with GDB's DWARF unwinders off.
    Ratio SFrame / DWARF (target <= 2.0).  `bt` prints every frame's arguments, which costs GDB
    far more than unwinding, so `bt -frame-arguments none` and a bare frame walk
-   (gdb.Frame.older() to the end) are timed too: they show the unwinders' own cost.
+   (gdb.Frame.older() to the end) are timed too: they show the unwinders' own cost.  Then the
+   same with `set sframe callee-saved off`: the extra cost per frame of recovering the callers'
+   callee-saved registers (the save-slot analysis and the slot reads).
 2. With a 50,000-function binary loaded (bench/common.py many_functions_binary()): the time to
    `source sframe_gdb.py`, and `info sframe ADDR` (the first one builds the index; target < 100 ms).
 3. The same recursion built without .sframe: `bt` with the plugin sourced / without it, same
@@ -124,9 +126,13 @@ def bench_deep_bt(which, work, depth, reps):
              "bench-walk walk-sframe -%d" % reps,
              "bench-time bt0-sframe -%d bt -frame-arguments none" % reps,
              "bench-time bt-sframe 1 bt",
+             "set sframe callee-saved off",
+             "bench-walk walk-nosaves -%d" % reps,
+             "bench-time bt0-nosaves -%d bt -frame-arguments none" % reps,
              "kill"]
     t, out = run_gdb(which, lines, work)
-    need = ("walk-dwarf", "walk-sframe", "bt0-dwarf", "bt0-sframe", "bt-dwarf", "bt-sframe")
+    need = ("walk-dwarf", "walk-sframe", "bt0-dwarf", "bt0-sframe", "bt-dwarf", "bt-sframe", "walk-nosaves",
+            "bt0-nosaves")
     if not all(k in t for k in need):
         print(out[-3000:])
         raise SystemExit("%s: deep backtrace benchmark did not run" % which)
@@ -138,6 +144,11 @@ def bench_deep_bt(which, work, depth, reps):
         print("  %-26s DWARF %8.3f s  SFrame %8.3f s  ratio %.2f%s" % (
             what, d, s, ratio(s, d), "  (target <= 2.0)" if key == "bt" else ""))
         print("  %-26s DWARF %8.1f us/frame  SFrame %8.1f us/frame" % ("", d / frames * 1e6, s / frames * 1e6))
+    print("  the callee-saved registers' recovery (set sframe callee-saved on / off), same run:")
+    for key, what in (("bt0", "bt -frame-arguments none"), ("walk", "frame walk")):
+        on, off = t[key + "-sframe"][0], t[key + "-nosaves"][0]
+        print("  %-26s on %8.3f s  off %8.3f s  ratio %.2f  (%+.1f us/frame)" % (
+            what, on, off, ratio(on, off), (on - off) / frames * 1e6))
 
 
 def bench_many(which, work):

@@ -34,7 +34,7 @@ Results are cached per function (the index's `saves` cache) and per FRE.
 import bisect
 import enum
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from . import a64insn, flow, s390insn
 from . import abi as abimod
@@ -109,6 +109,33 @@ def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Dict[int, Sa
     return func.at(match)
 
 
+class Plan(NamedTuple):
+    """What the unwinder does with `at`'s answer, ready for its hot path: the slots to read as
+    (reg, base reg or None for the CFA, offset), and the registers to carry over unchanged."""
+    slots: Tuple[Tuple[int, Optional[int], int], ...]
+    unchanged: Tuple[int, ...]
+
+
+def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Plan:
+    """`at` as a Plan, memoized per function and PC."""
+    cache = index.saves
+    func = cache.get(match.fde.start)
+    plans = getattr(func, "plans", None)
+    if plans is not None:
+        got = plans.get(match.pc)
+        if got is not None:
+            return got
+    where = at(abi, index, match, read_code)
+    got = Plan(tuple((r, s.base, s.offset) for r, s in where.items() if s.kind is SaveKind.SAVED),
+               tuple(r for r, s in where.items() if s.kind is SaveKind.UNCHANGED))
+    func = cache.get(match.fde.start)
+    if func is not None:
+        if len(func.plans) >= 256:
+            func.plans.clear()
+        func.plans[match.pc] = got
+    return got
+
+
 # -- x86-64 -----------------------------------------------------------------------------------------
 
 class _X86Function:
@@ -121,6 +148,7 @@ class _X86Function:
         self.fde = fde
         self.failed: Optional[str] = None
         self._per_pc: Dict[int, Dict[int, Save]] = {}
+        self.plans: Dict[int, Plan] = {}
         self.runs: List[Tuple[int, int, Optional[int], Dict[int, Tuple[int, int]]]] = []
         self.plt0 = False
         try:
@@ -400,6 +428,7 @@ class _FlowFunction:
         self.regs = [r for r in abi.callee_saved if r != abi.fp]
         self.fde = fde
         self.failed: Optional[str] = None
+        self.plans: Dict[int, Plan] = {}
         self.states: List[Optional[flow.State]] = []
         self.starts: List[int] = []
         try:

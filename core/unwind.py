@@ -23,7 +23,6 @@ from . import saves, sigframe
 from .errors import SFrameError
 from .format import MASK64
 from .rules import RuleKind
-from .saves import SaveKind
 
 DEFAULT_DEPTH_LIMIT = 100_000
 
@@ -294,23 +293,32 @@ def _recover_saved(ctx, index, match, cfa):
     frame, abi = ctx.frame, ctx.abi
     out = {}
     try:
-        where = saves.at(abi, index, match, ctx.fetch)
+        todo = saves.plan(abi, index, match, ctx.fetch)
     except Exception:        # the analysis must never cost the frame itself
         return out
-    size, order = abi.ptr_size, ctx.order
-    for reg, save in where.items():
-        kind = save.kind
-        if kind is SaveKind.SAVED:
-            addr = save.address(cfa, None if save.base is None else frame.reg(abi, save.base))
-            if addr is None:
-                continue
-            data = ctx.fetch(addr, size)
+    regs = frame.regs
+    for reg in todo.unchanged:
+        value = regs.get(reg)
+        if value is not None:
+            out[reg] = value
+    if todo.slots:
+        size, order = abi.ptr_size, ctx.order
+        slots = []
+        for reg, base, offset in todo.slots:
+            if base is None:
+                slots.append((reg, (cfa + offset) & MASK64))
+            else:
+                value = frame.reg(abi, base)
+                if value is not None:
+                    slots.append((reg, (value + offset) & MASK64))
+        # The slots lie together below the CFA: one read of them all (one by one if that fails).
+        lo = min(a for _r, a in slots) if slots else 0
+        hi = max(a for _r, a in slots) + size if slots else 0
+        block = ctx.fetch(lo, hi - lo) if slots and hi - lo <= 512 else None
+        for reg, addr in slots:
+            data = block[addr - lo:addr - lo + size] if block is not None else ctx.fetch(addr, size)
             if data is not None:
                 out[reg] = int.from_bytes(data, order)
-        elif kind is SaveKind.UNCHANGED:
-            value = frame.reg(abi, reg)
-            if value is not None:
-                out[reg] = value
     return out
 
 
