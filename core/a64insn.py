@@ -5,7 +5,8 @@ a function needs no measuring; what matters is recognising, conservatively, what
 to the analysis: stores and loads of registers relative to SP or the frame pointer (STP/LDP,
 STR/LDR in their offset, pre- and post-indexed forms), every way SP can change, and the control
 flow (branches, calls, returns).  Anything not recognised is an ordinary instruction that neither
-saves a register nor moves SP; every encoding that can write SP is recognised as doing so.
+saves a register nor moves SP; every encoding that can write SP is recognised as doing so, and an
+unknown word of the branch group counts as a jump that may go anywhere.
 """
 
 from typing import Optional
@@ -36,7 +37,7 @@ def _branch(word, addr):
         return Op(addr, 4, Flow.JUMP, target=addr + 4 * _sext(word & 0x3FFFFFF, 26))
     if word & 0xFC000000 == 0x94000000:                       # BL
         return Op(addr, 4, Flow.CALL, target=addr + 4 * _sext(word & 0x3FFFFFF, 26))
-    if word & 0xFF000010 == 0x54000000 or word & 0x7E000000 == 0x34000000:    # B.cond, CBZ/CBNZ
+    if word & 0xFF000000 == 0x54000000 or word & 0x7E000000 == 0x34000000:    # B.cond, BC.cond, CBZ/CBNZ
         return Op(addr, 4, Flow.BRANCH, target=addr + 4 * _sext((word >> 5) & 0x7FFFF, 19))
     if word & 0x7E000000 == 0x36000000:                       # TBZ/TBNZ
         return Op(addr, 4, Flow.BRANCH, target=addr + 4 * _sext((word >> 5) & 0x3FFF, 14))
@@ -49,6 +50,9 @@ def _branch(word, addr):
         return Op(addr, 4, Flow.STOP)                         # RET, ERET, ...
     if word & 0xFFE0001F == 0xD4200000 or word >> 16 == 0:    # BRK, UDF
         return Op(addr, 4, Flow.STOP)
+    if (word >> 26) & 7 == 0b101 and word & 0xFFC00000 != 0xD5000000 and word & 0xFF000000 != 0xD4000000:
+        # Another branch of this group (a newer extension's): it may go anywhere, or on.
+        return Op(addr, 4, Flow.INDIRECT_OR_NEXT)
     return None
 
 

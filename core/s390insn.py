@@ -5,7 +5,7 @@ is walked without tables.  What the analysis needs from each instruction: the st
 registers relative to %r15 (the SP) or %r11 (the frame pointer) — STMG/STG/STD and LMG/LG/LD in
 their short and long-displacement forms —, every way %r15 can change (AGHI, AGFI, LAY, LA, LGR,
 and, conservatively, any other instruction that names %r15 as its first operand), and the control
-flow (relative branches and calls, BCR returns and jumps through a register).
+flow (relative branches and calls, BCR returns, BC and BCR jumps to a computed address).
 
 A callee-saved register copied into a floating-point register (LDGR: GCC's leaf functions park
 r6-r13 there) is a save this analysis does not follow: it makes the register unknown.
@@ -77,11 +77,34 @@ def _branch(b, addr, n):
         if mask == 15:
             return Op(addr, 2, Flow.STOP if reg == 14 else Flow.INDIRECT)
         return Op(addr, 2, Flow.NEXT if reg == 14 else Flow.INDIRECT_OR_NEXT)
-    if n == 2 and first == 0x0D or n == 4 and first == 0x4D:      # BASR, BAS
+    if n == 4 and first == 0x47:                                  # BC M1,D2(X2,B2): to a computed address
+        mask = b[1] >> 4
+        if mask == 0:
+            return Op(addr, 4)
+        return Op(addr, 4, Flow.INDIRECT if mask == 15 else Flow.INDIRECT_OR_NEXT)
+    if n == 2 and first in (0x0D, 0x05) or n == 4 and first in (0x4D, 0x45):      # BASR, BALR, BAS, BAL
         return Op(addr, n, Flow.CALL)
+    if n == 4 and first in (0x84, 0x85):                          # BRXH, BRXLE
+        return Op(addr, 4, Flow.BRANCH, target=addr + 2 * _sext(b[2] << 8 | b[3], 16))
+    if n == 6 and first == 0xCC and b[1] & 0xF == 6:              # BRCTH
+        return Op(addr, 6, Flow.BRANCH, target=addr + 2 * _sext(int.from_bytes(b[2:6], "big"), 32))
+    if n == 2 and first == 0x06 or n == 4 and first in (0x46, 0x86, 0x87, 0x44) or n == 6 and (
+            first == 0xE3 and b[5] == 0x46 or first == 0xC6 and b[1] & 0xF == 0):
+        return Op(addr, n, Flow.INDIRECT_OR_NEXT)                 # BCTR, BCT, BXH, BXLE, BCTG; EX, EXRL
     if n == 2 and first == 0x00:
         return Op(addr, 2, Flow.STOP)                             # an illegal instruction (a trap)
     return None
+
+
+def _exrl_of_storage_op(code, pos):
+    """Is the instruction at code[pos:] an EXRL whose target, in the same code, is a
+    storage-to-storage instruction (MVC, XC, CLC, ...: no register written, whatever length
+    EXRL puts in)?  Then it is an ordinary instruction for the analysis."""
+    b = code[pos:pos + 6]
+    if len(b) < 6 or b[0] != 0xC6 or b[1] & 0xF:
+        return False
+    target = pos + 2 * _sext(int.from_bytes(b[2:6], "big"), 32)
+    return 0 <= target < len(code) and 0xD0 <= code[target] <= 0xDF
 
 
 def _conditional(addr, n, mask, target):
@@ -165,6 +188,9 @@ def words(code: bytes, start: int, fpr_dwarf) -> Optional[List[Op]]:
         n = length(code[pos])
         if pos + n > len(code):
             return None
-        ops.append(decode(code[pos:pos + n], start + pos, fpr_dwarf))
+        if _exrl_of_storage_op(code, pos):
+            ops.append(Op(start + pos, n))
+        else:
+            ops.append(decode(code[pos:pos + n], start + pos, fpr_dwarf))
         pos += n
     return ops

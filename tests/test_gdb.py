@@ -49,6 +49,7 @@ STOPS = {
     "realign": ("stop_here", (), ("stop_here", "realigned_drap", "main")),   # V3: a flex FDE
     "bigframe": ("stop_here", (), ("stop_here", "mid_frame", "main")),
     "bigfunc": ("stop_here", (), ("stop_here", "big_function", "main")),
+    "shrinkwrap": ("stop_here", (), ("stop_here", "dispatch", "main")),
 }
 
 Fr = namedtuple("Fr", "level pc cfa sf name where")
@@ -409,6 +410,8 @@ VERIFY_PLAN = [        # in the order the breakpoints are hit
     ("realign", "*realigned_drap", 30),
     ("bigframe", "*huge_frame", 15),
     ("bigfunc", "stop_here", 8),
+    ("shrinkwrap", "*dispatch", 40),    # through a jump table into a case, and its call
+    ("shrinkwrap", "*early_out", 30),   # the early test, the shrink-wrapped saves, the recursion
 ]
 
 _SUMMARY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)

@@ -584,6 +584,8 @@ S390_CASES = [
     ("bner %r14", "077e", dict()),
     ("bner %r1", "0771", dict(flow=Flow.INDIRECT_OR_NEXT)),
     ("basr %r14,%r1", "0de1", dict(flow=Flow.CALL)),
+    ("b 0(%r4,%r1)", "47f41000", dict(flow=Flow.INDIRECT)),         # a jump table
+    ("bh 0(%r4,%r1)", "47241000", dict(flow=Flow.INDIRECT_OR_NEXT)),
     ("cgije %r2,0,0x1008", "ec280004007c", dict(flow=Flow.BRANCH, target=0x1008)),
     ("nopr", "0700", dict()),
 ]
@@ -697,6 +699,13 @@ def test_s390x_prologue_and_epilogue():
     assert 11 not in body                                                 # %r11: the FP rule's
     assert at(0x18)[f8] == U and at(0x18)[6] == saved(-112)
     assert at(0x1e)[6] == U and at(0x1e)[13] == U                          # lmg restored them
+    # EXRL of an MVC (inline memcpy): an ordinary instruction; EXRL of anything else: a jump
+    # that may go anywhere (the executed instruction could be a branch).
+    code = bytes.fromhex("eb6ff0300024" "a7fbff60" "c63000000007" "c0e500000004" "07fe" "d200f000f000")
+    ops = s390insn.words(code, 0x1000, lambda n: abimod.S390X.regnum("f%d" % n))
+    assert ops[2].flow is Flow.NEXT
+    ops = s390insn.words(bytes.fromhex("c63000000003" "07fe" "a7f40000"), 0x1000, lambda n: 16)
+    assert ops[0].flow is Flow.INDIRECT_OR_NEXT
     code = bytes.fromhex("b3c1000c" "c0e500000004" "07fe")    # ldgr %f0,%r12 (a leaf parks r12)
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
     assert unknown(at(4)[12]) and at(4)[6] == U

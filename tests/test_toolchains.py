@@ -143,6 +143,7 @@ EXPECTED_OUTPUT = {
     "dlopen": ["dlopen: 54"],
     "recurse": ["recurse: 50 100"],
     "threads": ["threads: 106 15"],
+    "shrinkwrap": ["shrinkwrap: 82 60"],
 }
 
 

@@ -296,6 +296,7 @@ FIXTURES: dict[str, Fixture] = {f.name: f for f in (
     Fixture("threads", ("main", "main_wait", "worker", "worker_chain", "thread_stop_here",
                         "stop_here"), ("thread_stop_here", "stop_here"),
             cflags=("-pthread",), ldflags=("-pthread",)),
+    Fixture("shrinkwrap", ("main", "dispatch", "early_out", "stop_here"), ("stop_here",)),
 )}
 
 # Functions of the shared library built from tests/fixtures/libfix.c.
