@@ -86,6 +86,8 @@ def _unknown(why: str) -> Save:
 
 
 CACHE_LIMIT = 1024
+# The largest function whose code is read and analysed (a malformed FDE may claim gigabytes).
+MAX_FUNCTION_SIZE = 1 << 20
 
 
 def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Dict[int, Save]:
@@ -99,6 +101,8 @@ def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Dict[int, Sa
     regs = [r for r in abi.callee_saved if r != abi.fp]
     if analyser is None:
         return {r: _unknown("no save-slot analysis for %s" % abi.name) for r in regs}
+    if match.fde.size > MAX_FUNCTION_SIZE:
+        return {r: _unknown("the function is larger than %d bytes: not analysed" % MAX_FUNCTION_SIZE) for r in regs}
     cache = index.saves
     fde = match.fde
     func = cache.get(fde.start)

@@ -267,6 +267,15 @@ def test_refuses_code_it_cannot_measure_or_read():
     assert all(unknown(s) and "cannot be read" in s.why for s in at(0xb).values())
 
 
+def test_refuses_a_function_too_large_to_read():
+    """A malformed FDE may claim gigabytes of code: nothing is read, every register is unknown."""
+    data = build(2, F.ABI.AMD64_ENDIAN_LITTLE, [Func(BASE, 0x7FFF_0000, [Row(0, (8,))])], section_addr=BASE - 0x1000)
+    index = SFrameIndex(data, BASE - 0x1000)
+    asked = []
+    got = S.at(AMD64, index, index.lookup(BASE), lambda a, n: asked.append(n))
+    assert not asked and all(unknown(s) and "larger than" in s.why for s in got.values())
+
+
 def test_lazy_binding_plt0_changes_nothing():
     code = "ff 35 ca 2f 00 00 ff 25 cc 2f 00 00 0f 1f 40 00"
     at = analyse(code, [(0, (16,)), (6, (24,))])
