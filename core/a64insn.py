@@ -23,13 +23,51 @@ def _sext(value, bits):
 def decode(word: int, addr: int) -> Op:
     """The Op of one instruction word at addr."""
     op = _branch(word, addr)
-    if op is not None:
-        return op
-    if (word >> 27) & 7 == 0b101 and (word >> 25) & 1 == 0:
-        return _pair(word, addr)
-    if (word >> 27) & 7 == 0b111 and (word >> 25) & 1 == 0:
-        return _single(word, addr)
-    return _data(word, addr)
+    if op is None:
+        if (word >> 27) & 7 == 0b101 and (word >> 25) & 1 == 0:
+            op = _pair(word, addr)
+        elif (word >> 27) & 7 == 0b111 and (word >> 25) & 1 == 0:
+            op = _single(word, addr)
+        elif _other_sp_writeback(word):
+            op = Op(addr, 4, sp=None)
+        else:
+            op = _data(word, addr)
+    writes = _writes(word)
+    return op._replace(writes=writes) if writes else op
+
+
+def _other_sp_writeback(word):
+    """Loads and stores outside the pair and single-register forms that write their base back,
+    with SP as the base: SIMD structure loads/stores (post-index), memory-tag stores, LDRAA/LDRAB."""
+    if (word >> 5) & 31 != SP:
+        return False
+    return (word & 0xBF800000 in (0x0C800000, 0x0D800000)              # LD1/ST1... post-index
+            or word >> 24 == 0xD9 and (word >> 10) & 1                 # STG, STZG, ST2G, STZ2G pre/post-index
+            or word & 0xFF200C00 == 0xF8200C00)                        # LDRAA/LDRAB with writeback
+
+
+def _writes(word):
+    """The general registers (0-30) an instruction may write besides the loads Op.loads places."""
+    rd = word & 31
+    op0 = (word >> 25) & 0xF
+    out = ()
+    if op0 in (0b1000, 0b1001, 0b0101, 0b1101, 0b0010, 0b0000):
+        out = (rd,)                                 # data processing (immediate, register); SVE, SME
+    elif op0 in (0b0111, 0b1111):                   # SIMD and floating point: a general register only from
+        if word & 0x5F20FC00 == 0x1E200000 or word & 0x9FE08400 == 0x0E000400 and (word >> 11) & 0xF in (5, 7):
+            out = (rd,)                             # conversions to an integer, FMOV to general, SMOV/UMOV
+    elif op0 & 0b0101 == 0b0100:                    # loads and stores
+        if word & 0x3F000000 == 0x08000000:
+            out = (rd, (word >> 16) & 31, (word >> 10) & 31)   # exclusives and CAS: Rt, Rs, Rt2
+        elif word & 0x3B000000 == 0x18000000 and not (word >> 26) & 1:
+            out = (rd,)                             # LDR (literal)
+        elif (word >> 27) & 7 == 0b111 and (word >> 24) & 3 == 0 and (word >> 21) & 1 and not (word >> 10) & 3:
+            out = (rd,) if not (word >> 26) & 1 else ()        # atomics (LDADD, SWP, ...)
+        elif word & 0xFF200400 == 0xF8200400:
+            out = (rd,)                             # LDRAA/LDRAB
+    elif op0 in (0b1010, 0b1011) and word & 0xFFF00000 in (0xD5300000, 0xD5280000):
+        out = (rd,)                                 # MRS, SYSL
+    return tuple(r for r in out if r != 31)
 
 
 def _branch(word, addr):
@@ -43,11 +81,13 @@ def _branch(word, addr):
         return Op(addr, 4, Flow.BRANCH, target=addr + 4 * _sext((word >> 5) & 0x3FFF, 14))
     if word & 0xFE000000 == 0xD6000000:                       # branch to register
         opc = (word >> 21) & 0xF
-        if opc == 0b0001:
-            return Op(addr, 4, Flow.CALL)                     # BLR (and BLRAA...)
-        if opc == 0b0000:
-            return Op(addr, 4, Flow.INDIRECT)                 # BR: a jump table or a tail call
-        return Op(addr, 4, Flow.STOP)                         # RET, ERET, ...
+        if opc in (0b0001, 0b1001):
+            return Op(addr, 4, Flow.CALL)                     # BLR, BLRAAZ, BLRAA, BLRAB
+        if opc in (0b0000, 0b1000):
+            return Op(addr, 4, Flow.INDIRECT)                 # BR, BRAA...: a jump table or a tail call
+        if opc in (0b0010, 0b0100, 0b0101):
+            return Op(addr, 4, Flow.STOP)                     # RET (RETAA, RETAB), ERET, DRPS
+        return Op(addr, 4, Flow.INDIRECT_OR_NEXT)
     if word & 0xFFE0001F == 0xD4200000 or word >> 16 == 0:    # BRK, UDF
         return Op(addr, 4, Flow.STOP)
     if (word >> 26) & 7 == 0b101 and word & 0xFFC00000 != 0xD5000000 and word & 0xFF000000 != 0xD4000000:
@@ -64,7 +104,7 @@ def _pair(word, addr):
         scale = {0: 4, 1: 8, 2: 16}.get(opc)
         regs = (64 + rt, 64 + rt2)                  # D registers: the callee-saved halves (d8-d15)
     else:
-        scale = {0: 4, 1: 4, 2: 8}.get(opc)         # opc 1: LDPSW / STGP
+        scale = {0: 4, 1: 4 if load else 16, 2: 8}.get(opc)    # opc 1: LDPSW, STGP (tag granules)
         regs = (rt, rt2)
     if scale is None:
         return Op(addr, 4)
@@ -123,8 +163,10 @@ def _data(word, addr):
         if rd == FP and rn == SP:
             return Op(addr, 4, fp_from_sp=imm)
         return Op(addr, 4)
-    if rd == SP and (_extended_add(word) or _logical_imm(word) or word & 0xFFA0F800 == 0x04205000):
-        return Op(addr, 4, sp=None)                                   # ADD/SUB (extended), AND/ORR/EOR #imm, ADDVL
+    if rd == SP and (_extended_add(word) or _logical_imm(word) or (word >> 23) & 0x3F == 0b100011
+                     or word & 0xFFA0F000 in (0x04205000, 0x04605000) or word & 0x3FE0E000 == 0x1A002000):
+        # ADD/SUB (extended register), AND/ORR/EOR #imm, ADDG/SUBG, ADDVL/ADDPL/ADDSVL/ADDSPL, ADDPT/SUBPT
+        return Op(addr, 4, sp=None)
     return Op(addr, 4)
 
 

@@ -5,11 +5,12 @@ The instruction decoders of the fixed-layout ISAs (core.a64insn; s390x) turn eac
 into an `Op`: its stores and loads of registers relative to SP or the frame pointer, how it moves
 SP, and where control goes next.  `analyse` then follows every path from the function's entry:
 
-- a register is UNCHANGED until a store saves it (the ABI promises that a callee-saved register
-  is saved before it is changed), then SAVED at the slot the store wrote (CFA-relative), until a
-  load from that slot restores it;
-- SP relative to the CFA comes from SFrame where the CFA is SP-based (exact at every
-  instruction), and is followed through the instructions elsewhere;
+- a register is UNCHANGED until a store saves it, then SAVED at the slot the store wrote
+  (CFA-relative), until a load from that slot restores it; an instruction that may write it
+  while it is UNCHANGED (a move, a load from elsewhere: code that keeps it in another register, or
+  does not preserve it) makes it UNKNOWN;
+- SP relative to the CFA comes from SFrame where the CFA is SP-based, and is followed through
+  the instructions elsewhere; where both are known and differ (CFI written late), from neither;
 - where paths meet with different answers, the answer is UNKNOWN; a store that cannot be placed
   (SP not known, a register base) of a register still unchanged makes it UNKNOWN too.
 
@@ -41,6 +42,8 @@ class Op(NamedTuple):
     sp: Optional[int] = 0             # SP += this afterwards; None: SP gets a value not followed here
     sp_from_fp: Optional[int] = None  # with sp None: SP = FP + this
     fp_from_sp: Optional[int] = None  # FP = SP + this (informational)
+    writes: Tuple[int, ...] = ()      # DWARF registers it may write otherwise (over-approximated)
+    writes_all: bool = False          # it may write any register (an instruction executed by EXRL)
 
 
 UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), or UNKNOWN
@@ -107,17 +110,21 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
 
 def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int) -> State:
     cfa_sp, cfa_fp = sframe
-    sp = cfa_sp if cfa_sp is not None else state.sp
+    if cfa_sp is not None and state.sp is not None and cfa_sp != state.sp:
+        sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
+    else:
+        sp = cfa_sp if cfa_sp is not None else state.sp
     regs = list(state.regs)
 
     def place(base, off):
+        slot = None
         if off is None:
             return None
         if base == sp_reg and sp is not None:
-            return off - sp
-        if base == fp_reg and cfa_fp is not None:
-            return off - cfa_fp
-        return None
+            slot = off - sp
+        elif base == fp_reg and cfa_fp is not None:
+            slot = off - cfa_fp
+        return slot if slot is not None and slot < 0 else None    # a save lies below the CFA
     for reg, base, off in op.stores:
         k = slot_of.get(reg)
         if k is not None and regs[k] is None:
@@ -125,8 +132,18 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             regs[k] = UNKNOWN if slot is None else slot
     for reg, base, off in op.loads:
         k = slot_of.get(reg)
-        if k is not None and isinstance(regs[k], int) and place(base, off) == regs[k]:
+        if k is None:
+            continue
+        if isinstance(regs[k], int) and place(base, off) == regs[k]:
             regs[k] = None                       # restored from its slot
+        elif regs[k] is None:
+            regs[k] = UNKNOWN                    # loaded from elsewhere while not saved
+    for reg in op.writes:
+        k = slot_of.get(reg)
+        if k is not None and regs[k] is None:
+            regs[k] = UNKNOWN                    # changed while not saved: not the caller's any more
+    if op.writes_all:
+        regs = [UNKNOWN if r is None else r for r in regs]
     if op.sp is None:
         if op.sp_from_fp is not None and cfa_fp is not None:
             sp = cfa_fp - op.sp_from_fp          # SP = FP + imm: CFA - SP = (CFA - FP) - imm

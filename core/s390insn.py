@@ -49,8 +49,47 @@ def decode(b: bytes, addr: int, fpr_dwarf) -> Op:
     if n == 4 and first == 0x50:                                 # ST: 32 bits of a register
         return Op(addr, 4, stores=((b[1] >> 4, b[2] >> 4, None),))
     if n == 4 and first == 0xB3 and b[1] == 0xC1:                # LDGR %fR1,%rR2: a GPR parked in an FPR
-        return Op(addr, 4, stores=((b[3] & 0xF, -1, None),))
-    return _sp_writes(b, addr, n)
+        return Op(addr, 4, stores=((b[3] & 0xF, -1, None),), writes=(fpr_dwarf(b[3] >> 4),))
+    op = _sp_writes(b, addr, n)
+    writes = _writes(b, n, fpr_dwarf)
+    return op._replace(writes=writes) if writes else op
+
+
+# First bytes of floating-point instructions whose first operand is a floating-point register.
+_FP_FIRST = frozenset(tuple(range(0x20, 0x40)) + tuple(range(0x60, 0x80)) + (0xED,))
+# Instructions that write an even-odd pair of general registers (R1, R1 + 1).
+_PAIR_ONE = frozenset((0x1C, 0x1D, 0x5C, 0x5D, 0x0E, 0x0F, 0xA8, 0xA9, 0xBB))
+_PAIR_B9 = frozenset((0x86, 0x87, 0x96, 0x97, 0x0D, 0x1D))
+_PAIR_E3 = frozenset((0x86, 0x87, 0x96, 0x97, 0x0D, 0x1D))
+
+
+def _writes(b, n, fpr_dwarf):
+    """The registers (DWARF numbers) an instruction not modelled otherwise may write: its first
+    operand (a general or a floating-point register by the opcode; both where not known), the
+    pair partner of even-odd pair instructions, R1-R3 of load-multiple, and the second operand of
+    the string and crypto instructions that advance it."""
+    first = b[0]
+    if _reads_only(b, n) or n == 4 and first in (0x60, 0x70) or n == 6 and first == 0xED and b[5] in (0x66, 0x67):
+        return ()
+    rre = n == 4 and first in (0xB2, 0xB3, 0xB9)
+    r1 = b[3] >> 4 if rre else b[1] >> 4
+    gprs, fprs = [r1], []
+    if first in _FP_FIRST:
+        gprs, fprs = [], [r1]
+    elif first == 0xB3 or n == 6 and first == 0xE7:
+        fprs = [r1, r1 + 2]           # floating-point or vector (v0-v15 hold f0-f15; extended pairs)
+    if first in _PAIR_ONE or rre and first == 0xB9 and b[1] in _PAIR_B9 or n == 6 and (
+            first == 0xE3 and b[5] in _PAIR_E3 or first == 0xEB and b[5] in (0x3E, 0x31)):
+        gprs.append(r1 + 1)
+    if first == 0x98 or n == 6 and first == 0xEB and b[5] in (0x98, 0x96):      # LM, LMY, LMH: R1..R3
+        r, r3 = r1, b[1] & 0xF
+        while r != r3:
+            r = (r + 1) % 16
+            gprs.append(r)
+    if first == 0xB2 or first == 0xB9 and (0x2A <= b[1] <= 0x3F or 0xB0 <= b[1] <= 0xBF):
+        r2 = b[3] & 0xF
+        gprs += [r2, r2 + 1]          # string and crypto instructions advance their operands
+    return tuple(r for r in gprs if r < 16) + tuple(fpr_dwarf(f) for f in fprs if f < 16)
 
 
 def _branch(b, addr, n):
@@ -70,6 +109,10 @@ def _branch(b, addr, n):
         return _conditional(addr, 6, b[1] >> 4, target)
     if n == 6 and first == 0xEC and b[5] in (0x76, 0x64, 0x77, 0x65, 0x7E, 0x7C, 0x7F, 0x7D, 0x44, 0x45):
         return Op(addr, 6, Flow.BRANCH, target=addr + 2 * _sext(b[2] << 8 | b[3], 16))   # compare and branch
+    if n == 6 and first == 0xEC and b[5] in (0xF6, 0xE4, 0xF7, 0xE5, 0xFE, 0xFC, 0xFF, 0xFD):
+        return Op(addr, 6, Flow.INDIRECT_OR_NEXT)     # compare and branch to a computed address (CRB, CIB, ...)
+    if n == 6 and first == 0xE3 and b[5] == 0x47:                 # BIC M1,D2(X2,B2)
+        return Op(addr, 6, Flow.INDIRECT if b[1] >> 4 == 15 else Flow.INDIRECT_OR_NEXT)
     if n == 2 and first == 0x07:                                  # BCR M1,R2
         mask, reg = b[1] >> 4, b[1] & 0xF
         if mask == 0 or reg == 0:
@@ -90,7 +133,8 @@ def _branch(b, addr, n):
         return Op(addr, 6, Flow.BRANCH, target=addr + 2 * _sext(int.from_bytes(b[2:6], "big"), 32))
     if n == 2 and first == 0x06 or n == 4 and first in (0x46, 0x86, 0x87, 0x44) or n == 6 and (
             first == 0xE3 and b[5] == 0x46 or first == 0xC6 and b[1] & 0xF == 0):
-        return Op(addr, n, Flow.INDIRECT_OR_NEXT)                 # BCTR, BCT, BXH, BXLE, BCTG; EX, EXRL
+        ex = n == 4 and first == 0x44 or n == 6 and first == 0xC6
+        return Op(addr, n, Flow.INDIRECT_OR_NEXT, writes_all=ex)  # BCTR, BCT, BXH, BXLE, BCTG; EX, EXRL
     if n == 2 and first == 0x00:
         return Op(addr, 2, Flow.STOP)                             # an illegal instruction (a trap)
     return None

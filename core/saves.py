@@ -190,10 +190,12 @@ class _X86Function:
                                   + [i.addr + i.length for i in insns if i.transfer or i.kind is X.Kind.BRANCH]
                                   + [fde.end])
         self.unexplained: Dict[int, str] = {}    # reg -> why it cannot be UNCHANGED (where not saved)
+        self.poisoned: Dict[int, str] = {}       # reg -> why nothing about it is proved
         in_run = self._fp_prologues(insns, targets)
         if not self._sp_growth(insns, in_run):
             return
         self._other_saves(insns, in_run)
+        self._unsaved_writes(insns)
 
     def _measure(self, code) -> Optional[List[X.Insn]]:
         """The function's instructions, each FRE starting at one; None (and `failed`) otherwise."""
@@ -309,23 +311,37 @@ class _X86Function:
         return True
 
     def _other_saves(self, insns, in_run):
-        """Pushes SFrame does not show and stores to memory: a register with one cannot be called
-        unchanged where no proved save covers it."""
+        """Pushes SFrame does not show: a register with one cannot be called unchanged where no
+        proved save covers it."""
         dwarf = X.DWARF_OF_HW
         wanted = set(self.regs)
-        stored: Dict[int, int] = {}
         for k, ins in enumerate(insns):
             if ins.kind is X.Kind.PUSH and k not in in_run:
                 reg = dwarf[ins.reg]
                 if reg in wanted:
                     self.unexplained.setdefault(reg, "pushed at %#x where SFrame does not show the push" % ins.addr)
-            elif ins.kind is X.Kind.STORE:
-                reg = dwarf[ins.reg]
-                if reg in wanted:
-                    stored.setdefault(reg, ins.addr)
-        for reg, addr in stored.items():
-            if reg not in self.sp_pushes and reg not in self.run_saves:
-                self.unexplained.setdefault(reg, "stored to memory at %#x, not by a push SFrame shows" % addr)
+
+    def _unsaved_writes(self, insns):
+        """A register written, or stored to memory, where no proved save covers it (hand-written
+        code that keeps it in another register or saves it with a `mov`, a function that does not
+        preserve it) cannot be called unchanged."""
+        dwarf = X.DWARF_OF_HW
+        wanted = set(self.regs)
+        starts = [r[0] for r in self.rows]
+        for ins in insns:
+            stored = (ins.reg,) if ins.kind is X.Kind.STORE else ()
+            for hw in ins.writes + stored:
+                reg = dwarf[hw]
+                if reg not in wanted or reg in self.poisoned:
+                    continue
+                k = bisect.bisect_right(starts, ins.addr) - 1
+                got = self._proved(reg, _sp_offset(self.abi, self.rows[k][1]), self._fp_based(self.rows[k][1]),
+                                   ins.addr) if k >= 0 else None
+                if got is None or got.kind is not SaveKind.SAVED:
+                    # Changed (or saved some other way) before any proved save: a later push of
+                    # it may hold the changed value too, so nothing about it is proved.
+                    what = "stored to memory" if stored and hw == ins.reg else "written"
+                    self.poisoned[reg] = "%s at %#x where it is not saved" % (what, ins.addr)
 
     def _clean(self, reg, depth):
         """Only `reg` is ever pushed at `depth`, and no allocation creates it."""
@@ -358,21 +374,26 @@ class _X86Function:
         return out
 
     def _one(self, reg, k_pc, fp_based, pc):
+        if reg in self.poisoned:
+            return _unknown(self.poisoned[reg])
+        got = self._proved(reg, k_pc, fp_based, pc)
+        if got is not None:
+            return got
+        why = self.unexplained.get(reg)
+        return UNCHANGED if why is None else _unknown(why)
+
+    def _proved(self, reg, k_pc, fp_based, pc):
+        """SAVED or UNKNOWN where the saves say so; None: no save covers pc."""
         if reg in self.run_conflict:
             return _unknown("saved at different places by different prologues")
         depths = self.sp_pushes.get(reg)
         d = min(depths) if depths else None
         run = self.run_saves.get(reg)
         if k_pc is not None:
-            got = self._at_sp_based(reg, d, run, k_pc, pc)
-        elif fp_based:
-            got = self._at_fp_based(reg, d, run, pc)
-        else:
-            got = self._at_other(reg, d, run, pc)
-        if got is not None:
-            return got
-        why = self.unexplained.get(reg)
-        return UNCHANGED if why is None else _unknown(why)
+            return self._at_sp_based(reg, d, run, k_pc, pc)
+        if fp_based:
+            return self._at_fp_based(reg, d, run, pc)
+        return self._at_other(reg, d, run, pc)
 
     def _at_sp_based(self, reg, d, run, k_pc, pc):
         """CFA = SP + k_pc: a register pushed at depth d <= k_pc is saved there (if that slot is

@@ -8,11 +8,13 @@ addressing.  What it cannot measure (an invalid opcode in 64-bit mode, XOP, 3DNo
 with None: the analysis then says "unknown" rather than guess where the next instruction starts.
 
 Besides the length, it classifies the instruction (`Kind`): push and pop of a register, a store
-of a register to memory, `mov %rsp, %rbp`, a direct branch (with its target) or anything else.
+of a register to memory, `mov %rsp, %rbp`, a direct branch (with its target) or anything else,
+and says which general registers it may write (`writes`, an over-approximation: where an opcode
+is not known to leave an operand alone, that operand counts as written).
 """
 
 import enum
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 
 class Kind(enum.Enum):
@@ -35,6 +37,7 @@ class Insn(NamedTuple):
     sp_write: bool = True       # OTHER: may write %rsp or %rbp (False only when proved not to)
     transfer: bool = False      # call, jmp, ret, ud2, hlt: the next instruction's stack need not follow
     quiet: bool = False         # a no-op (nop, pause, endbr64 and the other hint nops): writes nothing
+    writes: Tuple[int, ...] = ()  # general registers it may write (hardware numbers), over-approximated
 
 
 # Hardware register number (ModRM, opcode low bits, REX) -> DWARF number (the x86-64 psABI's).
@@ -130,14 +133,17 @@ def decode(code: bytes, pos: int, addr: int) -> Optional[Insn]:
 
 
 def _prefixes(code, pos):
-    """(position of the opcode, operand size 16?, address size 32?, REX byte or 0)."""
+    """(position of the opcode, operand size 16?, address size 32?, REX byte or 0, F2/F3 seen)."""
     start = pos
     opsize16 = addr32 = False
+    rep = 0
     while code[pos] in _PREFIXES:
         if code[pos] == 0x66:
             opsize16 = True
         elif code[pos] == 0x67:
             addr32 = True
+        elif code[pos] in (0xF2, 0xF3):
+            rep = code[pos]
         pos += 1
         if pos - start > 14:
             raise IndexError("too many prefixes")     # no instruction is longer than 15 bytes
@@ -145,7 +151,7 @@ def _prefixes(code, pos):
     if 0x40 <= code[pos] <= 0x4F:
         rex = code[pos]
         pos += 1
-    return pos, opsize16, addr32, rex
+    return pos, opsize16, addr32, rex, rep
 
 
 def _imm_size(imm, op, modrm, opsize16, rex_w, addr32):
@@ -159,11 +165,11 @@ def _imm_size(imm, op, modrm, opsize16, rex_w, addr32):
 
 def _decode(code, pos, addr):
     start = pos
-    pos, opsize16, addr32, rex = _prefixes(code, pos)
+    pos, opsize16, addr32, rex, rep = _prefixes(code, pos)
     op = code[pos]
     pos += 1
     if op == 0x0F:
-        return _decode_0f(code, start, pos, addr, addr32)
+        return _decode_0f(code, start, pos, addr, addr32, rex, opsize16 or rep)
     if op in (0xC4, 0xC5, 0x62):
         return _decode_vex(code, start, pos, addr, op, addr32)
     if op == 0x8F and (code[pos] >> 3) & 7:
@@ -206,8 +212,56 @@ def _classify(code, addr, length, op, modrm, rex, opsize16, pos, end):
         return Insn(addr, length, Kind.JUMP_INDIRECT, transfer=True)
     if op == 0x90 and not rex_b:
         return Insn(addr, length, Kind.OTHER, sp_write=False, quiet=True)     # nop, pause
+    if op == 0xC7 and modrm == 0xF8:                      # xbegin: on abort, execution goes to the target
+        rel = int.from_bytes(code[pos:end], "little", signed=True)
+        return Insn(addr, length, Kind.BRANCH, target=addr + length + rel)
     transfer = op in (0xC2, 0xC3, 0xCA, 0xCB, 0xCF, 0xF4) or op == 0xFF and reg & 7 in (2, 3)
-    return Insn(addr, length, Kind.OTHER, sp_write=_may_write_frame_regs(op, modrm, rex_r, rex_b), transfer=transfer)
+    return Insn(addr, length, Kind.OTHER, sp_write=_may_write_frame_regs(op, modrm, rex_r, rex_b), transfer=transfer,
+                writes=_one_byte_writes(op, modrm, rex))
+
+
+# One-byte opcodes whose operands are bytes: without REX, register numbers 4-7 are ah, ch, dh, bh.
+_BYTE_OPS = frozenset(tuple(b + k for b in range(0x00, 0x40, 8) for k in (0, 2)) + (
+    0x86, 0x88, 0x8A, 0xC6, 0xC0, 0xD0, 0xD2, 0xF6, 0xFE, 0x80) + tuple(range(0xB0, 0xB8)))
+_RM_DEST = frozenset((0x88, 0x89, 0x8C, 0x8F, 0xC6, 0xC7, 0xC0, 0xC1, 0xD0, 0xD1, 0xD2, 0xD3)
+                     + tuple(b + k for b in range(0x00, 0x38, 8) for k in (0, 1)))
+_REG_DEST = frozenset((0x8A, 0x8B, 0x8D, 0x63, 0x69, 0x6B) + tuple(b + k for b in range(0x00, 0x38, 8) for k in (2, 3)))
+_NO_DEST = frozenset((0x38, 0x39, 0x3A, 0x3B, 0x84, 0x85, 0x8E, 0x62) + tuple(range(0xD8, 0xE0)))
+
+
+def _one_byte_writes(op, modrm, rex):
+    """The general registers a one-byte-map instruction may write (hardware numbers)."""
+    rex_r, rex_b = (rex >> 2) & 1, rex & 1
+    out = []
+    if modrm < 0:
+        if 0xB0 <= op <= 0xBF or 0x91 <= op <= 0x97 or 0x58 <= op <= 0x5F or op == 0x90 and rex_b:
+            out.append((op & 7) | rex_b << 3)
+        elif op in (0xC8, 0xC9):
+            out.append(5)                                  # enter, leave: %rbp
+    else:
+        reg = ((modrm >> 3) & 7) | rex_r << 3
+        rm = (modrm & 7) | rex_b << 3 if modrm >> 6 == 3 else None
+        sub = (modrm >> 3) & 7
+        if op in _NO_DEST:
+            pass
+        elif op in _RM_DEST or op in (0x80, 0x81, 0x83) and sub != 7 or op in (0xF6, 0xF7) and sub in (2, 3) \
+                or op in (0xFE, 0xFF) and sub in (0, 1):
+            out.append(rm)
+        elif op in _REG_DEST:
+            out.append(reg)
+        elif op in (0x80, 0x81, 0x83, 0xF6, 0xF7, 0xFE, 0xFF):
+            pass                                           # cmp, test, mul/div (rax, rdx), call/jmp/push
+        else:
+            out += [reg, rm]                               # anything else: either operand may be written
+    return _with_byte_aliases(out, rex == 0 and op in _BYTE_OPS)
+
+
+def _with_byte_aliases(regs, byte_regs):
+    """Drop Nones; without REX a byte register 4-7 is ah-bh, the second byte of rax-rbx."""
+    out = [r for r in regs if r is not None]
+    if byte_regs:
+        out += [r - 4 for r in out if 4 <= r <= 7]
+    return tuple(out)
 
 
 # One-byte opcodes without ModRM that leave %rsp and %rbp alone (besides the B8+r and 90+r cases).
@@ -244,14 +298,16 @@ def _may_write_frame_regs(op, modrm, rex_r, rex_b):
     return reg in (4, 5) or rm in (4, 5)
 
 
-def _decode_0f(code, start, pos, addr, addr32):
+def _decode_0f(code, start, pos, addr, addr32, rex, prefixed):
     op = code[pos]
     pos += 1
     if op in _TWO_BAD:
         return None
+    modrm, op3 = -1, -1
     if op == 0x38 or op == 0x3A:
+        op3 = code[pos]
         pos += 1                  # the opcode in the three-byte map
-        n, _ = _modrm_len(code, pos, addr32)
+        n, modrm = _modrm_len(code, pos, addr32)
         end = pos + n + (1 if op == 0x3A else 0)
     elif op in _TWO_NONE:
         end = pos
@@ -263,39 +319,90 @@ def _decode_0f(code, start, pos, addr, addr32):
     else:
         n, modrm = _modrm_len(code, pos, addr32)
         end = pos + n + (1 if op in _TWO_IMM8 else 0)
+        if op == 0x78 and prefixed:
+            end += 2              # SSE4a extrq/insertq with two immediates (without a prefix: vmread)
     code[end - 1]
+    length = end - start
     kind = Kind.PUSH_OTHER if op in (0xA0, 0xA8) else Kind.OTHER
     if op == 0x0B:
-        return Insn(addr, end - start, kind, transfer=True)      # ud2
+        return Insn(addr, length, kind, transfer=True)      # ud2
     if op in (0x18, 0x1C, 0x1D, 0x1F) or op == 0x1E and modrm in (0xFA, 0xFB):
-        return Insn(addr, end - start, kind, sp_write=False, quiet=True)     # nop r/m, prefetch, endbr64
+        return Insn(addr, length, kind, sp_write=False, quiet=True)     # nop r/m, prefetch, endbr64
+    writes = _two_byte_writes(op, op3, modrm, rex)
     if 0x10 <= op <= 0x17 or 0x28 <= op <= 0x2F or 0x50 <= op <= 0x7F or 0xD0 <= op:
         # The SSE/MMX moves and arithmetic: their operands are vector registers
         # or memory (never a general register destination), except movd/movq to a register
         # (0F 7E) and pmovmskb (0F D7), pextrw (0F C5) which write one.
         if op not in (0x7E, 0xD7, 0x50):
-            return Insn(addr, end - start, kind, sp_write=False)
-    return Insn(addr, end - start, kind)
+            return Insn(addr, length, kind, sp_write=False, writes=writes)
+    return Insn(addr, length, kind, writes=writes)
+
+
+# 0F-map opcodes whose destination is a vector register (or memory, or nothing), never a general one.
+_TWO_VECTOR = frozenset(tuple(range(0x10, 0x18)) + tuple(range(0x28, 0x2C)) + (0x2E, 0x2F, 0x0D, 0x77, 0xC2, 0xC3,
+                        0xC4, 0xC6, 0xA0, 0xA1, 0xA8, 0xA9, 0x0B, 0xA3) + tuple(range(0x51, 0x7E)) + (0x7F,)
+                        + tuple(r for r in range(0xD0, 0x100) if r != 0xD7) + tuple(range(0x90, 0xA0)))
+
+
+def _two_byte_writes(op, op3, modrm, rex):
+    """The general registers a 0F-map instruction may write (hardware numbers)."""
+    rex_r, rex_b = (rex >> 2) & 1, rex & 1
+    reg = ((modrm >> 3) & 7) | rex_r << 3 if modrm >= 0 else None
+    rm = (modrm & 7) | rex_b << 3 if modrm >= 0 and modrm >> 6 == 3 else None
+    if op == 0xA2:
+        return (0, 1, 2, 3)                                # cpuid: eax, ecx, edx and ebx
+    if op in (0x05, 0x07):
+        return (1, 11)                                     # syscall, sysret: rcx, r11
+    if op in (0x30, 0x31, 0x32, 0x33, 0x01):
+        return _with_byte_aliases([0, 1, 2, reg, rm], False)   # rdmsr, rdtsc(p), rdpmc, group 7 (smsw ...)
+    if 0xC8 <= op <= 0xCF:
+        return ((op & 7) | rex_b << 3,)                    # bswap
+    if 0x90 <= op <= 0x9F:
+        return _with_byte_aliases([rm], rex == 0)          # setcc r/m8
+    if op == 0x38:
+        return _with_byte_aliases([reg, rm], False) if 0xF0 <= op3 <= 0xF7 else ()
+    if op == 0x3A:
+        return _with_byte_aliases([rm], False) if 0x14 <= op3 <= 0x17 else ()
+    if op in _TWO_VECTOR:
+        return ()
+    return _with_byte_aliases([reg, rm], op in (0xB0, 0xC0) and rex == 0)
 
 
 def _decode_vex(code, start, pos, addr, op, addr32):
+    p0 = code[pos]
     if op == 0xC5:
+        vvvv = ~(p0 >> 3) & 0xF
+        rbar, bbar = p0 >> 7, 1
         pos += 1
         mmap = 1
     elif op == 0xC4:
-        mmap = code[pos] & 0x1F
+        mmap = p0 & 0x1F
+        vvvv = ~(code[pos + 1] >> 3) & 0xF
+        rbar, bbar = p0 >> 7, (p0 >> 5) & 1
         pos += 2
     else:                         # EVEX
-        mmap = code[pos] & 0x7
+        mmap = p0 & 0x7
+        vvvv = ~(code[pos + 1] >> 3) & 0xF
+        rbar, bbar = p0 >> 7, (p0 >> 5) & 1
         pos += 3
     if mmap not in (1, 2, 3, 5, 6):
         return None
     opc = code[pos]
     pos += 1
+    modrm = -1
     if mmap == 1 and opc == 0x77:
         end = pos                 # vzeroupper / vzeroall
     else:
-        n, _ = _modrm_len(code, pos, addr32)
+        n, modrm = _modrm_len(code, pos, addr32)
         end = pos + n + (1 if mmap == 3 or (mmap == 1 and opc in _VEX1_IMM8) else 0)
     code[end - 1]
-    return Insn(addr, end - start, Kind.OTHER)   # may write a general register: sp_write stays True
+    reg = ((modrm >> 3) & 7) | (1 - rbar) << 3 if modrm >= 0 else None
+    rm = (modrm & 7) | (1 - bbar) << 3 if modrm >= 0 and modrm >> 6 == 3 else None
+    writes: list = []
+    if mmap in (1, 5, 6) and opc in (0x2C, 0x2D, 0x50, 0xC5, 0xD7, 0x93, 0x78, 0x79, 0x7E):
+        writes = [reg, rm]        # conversions to an integer, mask and element moves to a general register
+    elif mmap == 2 and 0xF0 <= opc <= 0xF7:
+        writes = [reg, rm, vvvv]  # BMI: andn, bzhi, pdep, pext, mulx, bextr, shlx ...; blsr etc. write vvvv
+    elif mmap == 3 and (0x14 <= opc <= 0x17 or opc == 0xF0):
+        writes = [reg, rm]        # vpextr*, vextractps, rorx
+    return Insn(addr, end - start, Kind.OTHER, writes=_with_byte_aliases(writes, False))

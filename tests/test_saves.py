@@ -240,7 +240,21 @@ def test_refuses_a_store_of_an_unsaved_register():
             "e8 00 00 00 00"  # c: call
             "c9" "c3")  # 11: leave; ret
     at = analyse(code, [(0, (8,)), (1, (16, -16)), (4, (16, -16), F.BaseReg.FP), (0x12, (8,))])
-    assert unknown(at(0xc)[RBX]) and "stored to memory" in at(0xc)[RBX].why
+    assert unknown(at(0xc)[RBX]) and "stored to memory at 0x401008" in at(0xc)[RBX].why
+
+
+def test_refuses_a_mov_save_beside_a_push():
+    """A `mov` save of rbx, then rbx changed and pushed as an argument: the push's slot holds the
+    changed value, so the push proves nothing about the caller's rbx."""
+    code = ("48 89 5c 24 f0"  # 0: mov %rbx,-0x10(%rsp) (into the red zone)
+            "48 89 fb"  # 5: mov %rdi,%rbx
+            "53"  # 8: push %rbx
+            "e8 00 00 00 00"  # 9: call
+            "5b"  # e: pop %rbx
+            "48 8b 5c 24 f0"  # f: mov -0x10(%rsp),%rbx
+            "c3")
+    at = analyse(code, [(0, (8,)), (9, (16,)), (0xf, (8,))])
+    assert unknown(at(9)[RBX]) and unknown(at(0xf)[RBX])
 
 
 def test_refuses_a_branch_into_the_prologue():
@@ -252,6 +266,33 @@ def test_refuses_a_branch_into_the_prologue():
             "c3")
     at = analyse(code, [(0, (8,)), (1, (16, -16)), (4, (16, -16), F.BaseReg.FP)])
     assert unknown(at(7)[RBX]) and unknown(at(7)[R12]) and at(7)[R13] == U
+
+
+def test_refuses_a_register_written_without_a_save():
+    """Hand-written code may keep a register elsewhere (OpenSSL's cpuid: rbx in r8 around `cpuid`),
+    and a function need not preserve it at all (GCC's no_callee_saved_registers): a register
+    written where no save covers it is never called unchanged."""
+    cpuid = ("49 89 d8"  # 0: mov %rbx,%r8
+             "31 c0"  # 3: xor %eax,%eax
+             "0f a2"  # 5: cpuid (writes rbx)
+             "e8 00 00 00 00"  # 7: call
+             "4c 89 c3"  # c: mov %r8,%rbx
+             "c3")
+    at = analyse(cpuid, [(0, (8,))])
+    assert unknown(at(7)[RBX]) and "written at 0x401005" in at(7)[RBX].why
+    assert at(7)[R12] == U
+    xchg = "50" "48 87 1c 24" "e8 00 00 00 00" "5b" "c3"    # push %rax; xchg %rbx,(%rsp); call; pop %rbx
+    at = analyse(xchg, [(0, (8,)), (1, (16,)), (0xa, (8,))])
+    assert unknown(at(5)[RBX])
+    clobber = "31 db" "45 31 e4" "e8 00 00 00 00" "0f 0b"    # xor %ebx,%ebx; xor %r12d,%r12d; call; ud2
+    at = analyse(clobber, [(0, (8,))])
+    assert unknown(at(5)[RBX]) and unknown(at(5)[R12]) and at(5)[R13] == U
+    moves = "89 c7" "88 c1" "e8 00 00 00 00" "c3"           # mov %eax,%edi; mov %al,%cl: rbx untouched
+    at = analyse(moves, [(0, (8,))])
+    assert at(4)[RBX] == U
+    bh = "b7 01" "e8 00 00 00 00" "c3"                      # mov $1,%bh: the second byte of rbx
+    at = analyse(bh, [(0, (8,))])
+    assert unknown(at(2)[RBX])
 
 
 def test_refuses_a_function_part_that_is_no_entry():
@@ -550,16 +591,29 @@ A64_CASES = [
     ("blr x1", 0xd63f0020, dict(flow=Flow.CALL)),
     ("ret", 0xd65f03c0, dict(flow=Flow.STOP)),
     ("retaa", 0xd65f0bff, dict(flow=Flow.STOP)),
+    ("braa x16, x0", 0xd71f0a00, dict(flow=Flow.INDIRECT)),
+    ("blraa x16, x0", 0xd73f0a00, dict(flow=Flow.CALL)),
     ("brk #0x3e8", 0xd4207d00, dict(flow=Flow.STOP)),
     ("paciasp", 0xd503233f, dict()),
-    ("add x0, sp, #0x10", 0x910043e0, dict()),
+    ("add x0, sp, #0x10", 0x910043e0, dict(writes=(0,))),
+    ("mov x19, x0", 0xaa0003f3, dict(writes=(19,))),
+    ("fmov x20, d0", 0x9e660014, dict(writes=(20,))),
+    ("mrs x21, tpidr_el0", 0xd53bd055, dict(writes=(21,))),
+    ("ldr x22, 0x1008", 0x58000056, dict(writes=(22,))),
+    ("fadd d19, d0, d1", 0x1e612813, dict()),                       # a vector register, not x19
+    ("addsvl sp, sp, #-1", 0x043f5fff, dict(sp=None)),
+    ("addg sp, sp, #0x10, #0x1", 0x918107ff, dict(sp=None)),
+    ("st2g sp, [sp, #-32]!", 0xd9bfefff, dict(sp=None)),
+    ("st1 {v8.4s-v11.4s}, [sp], #64", 0x4c9f2be8, dict(sp=None)),
+    ("stgp x0, x30, [sp, #48]!", 0x6981fbe0, dict(stores=((0, 31, None), (30, 31, None)), sp=48)),
 ]
 
 
 @pytest.mark.parametrize("text,word,want", A64_CASES, ids=[c[0] for c in A64_CASES])
 def test_a64_forms(text, word, want):
     op = a64insn.decode(word, 0x1000)
-    got = {k: getattr(op, k) for k in ("stores", "loads", "sp", "sp_from_fp", "fp_from_sp", "flow", "target")}
+    keys = ("stores", "loads", "sp", "sp_from_fp", "fp_from_sp", "flow", "target")
+    got = {k: getattr(op, k) for k in keys + tuple(k for k in ("writes",) if k in want)}
     expect = dict(stores=(), loads=(), sp=0, sp_from_fp=None, fp_from_sp=None, flow=Flow.NEXT, target=None)
     expect.update(want)
     assert got == expect, text
@@ -594,6 +648,9 @@ S390_CASES = [
     ("bner %r1", "0771", dict(flow=Flow.INDIRECT_OR_NEXT)),
     ("basr %r14,%r1", "0de1", dict(flow=Flow.CALL)),
     ("b 0(%r4,%r1)", "47f41000", dict(flow=Flow.INDIRECT)),         # a jump table
+    ("bi 0(%r1,%r2)", "e3f120000047", dict(flow=Flow.INDIRECT)),
+    ("cgrbe %r1,%r2,0(%r3)", "ec12300080e4", dict(flow=Flow.INDIRECT_OR_NEXT)),
+    ("clibh %r4,5,0(%r14)", "ec42e00005ff", dict(flow=Flow.INDIRECT_OR_NEXT)),
     ("bh 0(%r4,%r1)", "47241000", dict(flow=Flow.INDIRECT_OR_NEXT)),
     ("cgije %r2,0,0x1008", "ec280004007c", dict(flow=Flow.BRANCH, target=0x1008)),
     ("nopr", "0700", dict()),
@@ -672,6 +729,27 @@ def test_a64_jump_table_and_tail_call():
     assert unknown(at(0xc)[19]) and at(0xc)[21] == U
 
 
+def test_a64_registers_written_or_loaded_without_a_save():
+    code = a64(0xd100c3ff,   # 0: sub sp, sp, #0x30
+               0xaa0003f3,   # 4: mov x19, x0: x19 changed, never saved
+               0xf9400014,   # 8: ldr x20, [x0]: x20 loaded from elsewhere
+               0x94000002,   # c: bl
+               0xd65f03c0)
+    at = flow_analyse(F.ABI.AARCH64_ENDIAN_LITTLE, code, [(0, (0,)), (4, (48,))])
+    assert unknown(at(0xc)[19]) and unknown(at(0xc)[20]) and at(0xc)[21] == U
+
+
+def test_a64_late_cfi_is_not_trusted():
+    """CFI that moves the CFA one instruction late (hand-written code): SFrame's SP offset and the
+    instructions' disagree at the save, which then has no proved place."""
+    code = a64(0xd10083ff,   # 0: sub sp, sp, #32
+               0xa90153f3,   # 4: stp x19, x20, [sp, #16] (SFrame still says CFA = SP + 0)
+               0x94000002,   # 8: bl
+               0xd65f03c0)
+    at = flow_analyse(F.ABI.AARCH64_ENDIAN_LITTLE, code, [(0, (0,)), (8, (32,))])
+    assert unknown(at(8)[19]) and unknown(at(8)[20])
+
+
 def test_a64_refusals():
     code = a64(0xd100c3ff,   # 0: sub sp, sp, #0x30
                0xf8216bf3,   # 4: str x19, [sp, x1]: a save it cannot place
@@ -715,6 +793,12 @@ def test_s390x_prologue_and_epilogue():
     assert ops[2].flow is Flow.NEXT
     ops = s390insn.words(bytes.fromhex("c63000000003" "07fe" "a7f40000"), 0x1000, lambda n: 16)
     assert ops[0].flow is Flow.INDIRECT_OR_NEXT
+    code = bytes.fromhex("b9040062" "b3c1008c" "c0e500000004" "07fe")    # lgr %r6,%r2; ldgr %f8,%r12
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
+    assert unknown(at(8)[6]) and unknown(at(8)[f8]) and unknown(at(8)[12]) and at(8)[7] == U
+    code = bytes.fromhex("c63000000006" "c0e500000004" "07fe" "a7f40000")    # exrl of a branch
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
+    assert all(unknown(at(6)[r]) for r in (6, 13, f8))
     code = bytes.fromhex("b3c1000c" "c0e500000004" "07fe")    # ldgr %f0,%r12 (a leaf parks r12)
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
     assert unknown(at(4)[12]) and at(4)[6] == U
