@@ -57,10 +57,28 @@ def decode(b: bytes, addr: int, fpr_dwarf) -> Op:
 
 # First bytes of floating-point instructions whose first operand is a floating-point register.
 _FP_FIRST = frozenset(tuple(range(0x20, 0x40)) + tuple(range(0x60, 0x80)) + (0xED,))
+# B3xx instructions whose first operand is a general register.
+_B3_GPR_RESULT = frozenset((0xCD, 0x8C, 0x98, 0x99, 0x9A, 0x9C, 0x9D, 0x9E, 0xA8, 0xA9, 0xAA, 0xAC, 0xAD, 0xAE,
+                            0xE1, 0xE2, 0xE3, 0xE5, 0xE7, 0xE9, 0xEA, 0xEB, 0xED, 0xEF, 0x41, 0x49, 0x4A, 0x4B,
+                            0x59, 0x5A, 0x5B))
 # Instructions that write an even-odd pair of general registers (R1, R1 + 1).
 _PAIR_ONE = frozenset((0x1C, 0x1D, 0x5C, 0x5D, 0x0E, 0x0F, 0xA8, 0xA9, 0xBB))
 _PAIR_B9 = frozenset((0x86, 0x87, 0x96, 0x97, 0x0D, 0x1D))
 _PAIR_E3 = frozenset((0x86, 0x87, 0x96, 0x97, 0x0D, 0x1D))
+
+
+# Formats whose second byte is no register: SI (TM, MVI, NI, CLI, OI, XI), SS (MVC, XC, CLC, ...,
+# SRP, PACK, ...), SIL and SSE (E5xx), SSF (C8x).  SIY and the prefetches are told by their last
+# byte, or by the low nibble of the second.
+_NO_REGISTER_FIRST = frozenset((0x91, 0x92, 0x94, 0x95, 0x96, 0x97, 0xE5, 0xC8) + tuple(range(0xD0, 0xE0))
+                               + tuple(range(0xE8, 0xF0)) + tuple(range(0xF0, 0x100)))
+_SIY = frozenset((0x51, 0x52, 0x54, 0x55, 0x56, 0x57, 0x6A, 0x6E, 0x7A, 0x7E))
+
+
+def _names_no_register(b, n):
+    first = b[0]
+    return (first in _NO_REGISTER_FIRST or n == 6 and first == 0xEB and b[5] in _SIY
+            or n == 6 and first == 0xE3 and b[5] == 0x36 or n == 6 and first == 0xC6 and b[1] & 0xF == 2)
 
 
 def _writes(b, n, fpr_dwarf):
@@ -69,15 +87,21 @@ def _writes(b, n, fpr_dwarf):
     pair partner of even-odd pair instructions, R1-R3 of load-multiple, and the second operand of
     the string and crypto instructions that advance it."""
     first = b[0]
-    if _reads_only(b, n) or n == 4 and first in (0x60, 0x70) or n == 6 and first == 0xED and b[5] in (0x66, 0x67):
+    if _reads_only(b, n) or _names_no_register(b, n) or n == 4 and first in (0x60, 0x70) \
+            or n == 6 and first == 0xED and b[5] in (0x66, 0x67):
         return ()
     rre = n == 4 and first in (0xB2, 0xB3, 0xB9)
     r1 = b[3] >> 4 if rre else b[1] >> 4
     gprs, fprs = [r1], []
     if first in _FP_FIRST:
         gprs, fprs = [], [r1]
-    elif first == 0xB3 or n == 6 and first == 0xE7:
-        fprs = [r1, r1 + 2]           # floating-point or vector (v0-v15 hold f0-f15; extended pairs)
+    elif first == 0xB3 and b[1] in _B3_GPR_RESULT:
+        gprs = [r1]                   # LGDR, conversions to integers, extractions, EFPC
+    elif first == 0xB3:               # floating point (RRD puts R1 in the third byte)
+        gprs = []
+        fprs = [r1, r1 + 2, b[2] >> 4, (b[2] >> 4) + 2]     # extended formats use pairs (f n, f n+2)
+    elif n == 6 and first == 0xE7:
+        fprs = [r1]                   # vector: v0-v15 hold f0-f15
     if first in _PAIR_ONE or rre and first == 0xB9 and b[1] in _PAIR_B9 or n == 6 and (
             first == 0xE3 and b[5] in _PAIR_E3 or first == 0xEB and b[5] in (0x3E, 0x31)):
         gprs.append(r1 + 1)
@@ -208,7 +232,7 @@ def _sp_writes(b, addr, n):
             return Op(addr, 4, sp=None, sp_from_fp=0 if r2 == FP else None)
         return Op(addr, 4, fp_from_sp=0 if r1 == FP and r2 == SP else None)
     r1 = (b[3] >> 4) if n == 4 and first in (0xB2, 0xB3, 0xB9) else (b[1] >> 4)
-    if r1 == SP and not _reads_only(b, n):
+    if r1 == SP and not _reads_only(b, n) and not _names_no_register(b, n):
         return Op(addr, n, sp=None)
     return Op(addr, n)
 

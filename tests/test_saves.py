@@ -654,6 +654,13 @@ S390_CASES = [
     ("bh 0(%r4,%r1)", "47241000", dict(flow=Flow.INDIRECT_OR_NEXT)),
     ("cgije %r2,0,0x1008", "ec280004007c", dict(flow=Flow.BRANCH, target=0x1008)),
     ("nopr", "0700", dict()),
+    ("lgr %r6,%r2", "b9040062", dict(writes=(6,))),
+    ("mvi 0(%r1),97", "92611000", dict(writes=())),           # the 0x61 is an immediate, not %r6
+    ("mvc 1(255,%r9),0(%r9)", "d2fe90019000", dict(writes=())),
+    ("pfd 2,1024(%r9)", "e32094000036", dict(writes=())),
+    ("ld %f8,160(%r15) (as a load)", "6880f0a0", dict(loads=((24, 15, 160),))),
+    ("madbr %f8,%f2,%f4", "b31e8024", dict(writes=(17, 18, 24, 25))),   # RRD: R1 in the third byte
+    ("lgdr %r15,%f0", "b3cd00f0", dict(writes=(15,), sp=None)),
 ]
 
 
@@ -662,7 +669,8 @@ def test_s390x_forms(text, hexbytes, want):
     code = bytes.fromhex(hexbytes)
     assert s390insn.length(code[0]) == len(code)
     op = s390insn.decode(code, 0x1000, lambda n: abimod.S390X.regnum("f%d" % n))
-    got = {k: getattr(op, k) for k in ("stores", "loads", "sp", "sp_from_fp", "fp_from_sp", "flow", "target")}
+    keys = ("stores", "loads", "sp", "sp_from_fp", "fp_from_sp", "flow", "target")
+    got = {k: getattr(op, k) for k in keys + tuple(k for k in ("writes",) if k in want)}
     expect = dict(stores=(), loads=(), sp=0, sp_from_fp=None, fp_from_sp=None, flow=Flow.NEXT, target=None)
     expect.update(want)
     assert got == expect, text
