@@ -35,6 +35,7 @@ class ABIInfo:
     aliases: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # e.g. x29: fp
     callee_saved: tuple[int, ...] = ()   # DWARF numbers the psABI says a callee preserves
     entry_cfa_offset: int = 0            # at a function's first instruction, CFA = SP + this
+    saves_move_cfa: bool = True          # a register save moves the CFA (s390x: STMG into the caller's area)
     sigframes: tuple[S.Layout, ...] = ()  # signal-frame layouts; the first is a V3 signal FDE's default
     sigframe_symbols: dict[str, S.Layout] = field(default_factory=dict, repr=False)
 
@@ -95,7 +96,7 @@ S390X = ABIInfo(
     cfa_scale=F.S390X_CFA_OFFSET_ALIGNMENT_FACTOR, cfa_adjust=F.S390X_CFA_OFFSET_ADJUSTMENT,
     elf_machine="EM_S390",
     callee_saved=tuple(range(6, 14)) + tuple(16 + _S390X_FPRS.index(n) for n in range(8, 16)),
-    entry_cfa_offset=-F.S390X_SP_VAL_OFFSET,
+    entry_cfa_offset=-F.S390X_SP_VAL_OFFSET, saves_move_cfa=False,
     sigframes=(S.S390X_RT, S.S390X_NONRT),
     sigframe_symbols={"__kernel_rt_sigreturn": S.S390X_RT, "__restore_rt": S.S390X_RT,
                       "__kernel_sigreturn": S.S390X_NONRT, "__restore": S.S390X_NONRT})

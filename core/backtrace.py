@@ -91,8 +91,8 @@ class CoreSession:
             self._extra[key] = _Symbols(key, self.sysroot)
         return self._extra[key]
 
-    def symbol(self, pc: int) -> Optional[str]:
-        """'name+off' for pc, or None."""
+    def symbolize(self, pc: int) -> Optional[Tuple[str, int]]:
+        """(name, offset) of the symbol holding pc, or None."""
         mod = self.core.module_at(pc)
         if mod is None or mod.image is None:
             return None
@@ -106,6 +106,11 @@ class CoreSession:
             s = extra.debug.symbolize(pc, mod.bias)
         if s is None:
             s = mod.image.symbolize(pc, mod.bias)
+        return s
+
+    def symbol(self, pc: int) -> Optional[str]:
+        """'name+off' for pc, or None."""
+        s = self.symbolize(pc)
         if s is None:
             return None
         return s[0] if s[1] == 0 else "%s+%d" % s
@@ -134,7 +139,8 @@ class CoreSession:
     def walk(self, thread: Thread, limit: int = DEFAULT_DEPTH_LIMIT,
              fp_fallback: bool = False, callee_saved: bool = False) -> Iterator[Union[Frame, Stop]]:
         return walk(self.initial_frame(thread), abi=self.abi, read=self.core.read, find=self.modules.find,
-                    limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name, callee_saved=callee_saved)
+                    limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name, callee_saved=callee_saved,
+                    symbolize=self.symbolize)
 
 
 def _frame_symbol(session, frame, trampoline):

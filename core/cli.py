@@ -43,7 +43,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     extra = []
     if args.registers:
         from .text import saves_lines
-        extra = saves_lines(module.index, match, img.file_bytes)
+        extra = saves_lines(module.index, match, img.file_bytes, symbolize=img.symbolize)
     print("\n".join(lookup_lines(addr, module, match, img.symbolize(match.fde.start), extra)))
     return 0
 

@@ -33,6 +33,7 @@ Results are cached per function (the index's `saves` cache) and per FRE.
 
 import bisect
 import enum
+import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
@@ -90,12 +91,54 @@ CACHE_LIMIT = 1024
 MAX_FUNCTION_SIZE = 1 << 20
 
 
-def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Dict[int, Save]:
+# symbolize(addr) -> (name, offset) of the function symbol containing addr, or None.
+Symbolize = Callable[[int], Optional[Tuple[str, int]]]
+_COLD = re.compile(r"\.cold(\.\d+)?$")
+
+
+def _entry_problem(abi: abimod.ABIInfo, fde, symbolize: Optional[Symbolize]) -> Optional[str]:
+    """Why the FDE cannot be taken for a function's first instruction (its state at entry: every
+    register the caller's), or None.  A symbol settles it; without one, the CFA test of the
+    analysers decides, except on s390x, where a save does not move the CFA."""
+    sym = None
+    if symbolize is not None:
+        try:
+            sym = symbolize(fde.start)
+        except Exception:
+            sym = None
+    if sym is not None:
+        name, offset = sym
+        if offset:
+            return "%#x is inside %s (at + %d): a part of a function" % (fde.start, name, offset)
+        if _COLD.search(name):
+            return "%s is a part of a function (GCC's .cold)" % name
+        return None
+    if not abi.saves_move_cfa:
+        return ("no symbol says %#x starts a function (on %s a save does not move the CFA, so the CFA "
+                "cannot tell)" % (fde.start, abi.name))
+    return None
+
+
+class _Refused:
+    """A function the analysis does not take: every register UNKNOWN, for one reason."""
+
+    def __init__(self, regs, why):
+        self.plans: Dict[int, Plan] = {}
+        self._answer = {r: _unknown(why) for r in regs}
+
+    def at(self, match) -> Dict[int, Save]:
+        return self._answer
+
+
+def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Optional[Symbolize] = None
+       ) -> Dict[int, Save]:
     """{DWARF regnum: Save} for the callee-saved registers (except the FP) at `match.pc`.
 
     `index` is the SFrameIndex `match` came from (its per-function cache is used), `read_code`
     reads code bytes (the debugger's memory or the ELF file): None or an exception means
-    unreadable, and every register is then UNKNOWN.
+    unreadable, and every register is then UNKNOWN.  `symbolize` (optional) names the function
+    symbol at an address: a `.cold` part or an FDE inside a function is refused, and on s390x
+    only an FDE a symbol starts at is taken.
     """
     analyser = _ANALYSERS.get(abi.sframe_abi)
     regs = [r for r in abi.callee_saved if r != abi.fp]
@@ -109,7 +152,8 @@ def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Dict[int, Sa
     if func is None:
         if len(cache) >= CACHE_LIMIT:
             cache.clear()
-        func = cache[fde.start] = analyser(abi, index, fde, read_code)
+        why = _entry_problem(abi, fde, symbolize)
+        func = cache[fde.start] = analyser(abi, index, fde, read_code) if why is None else _Refused(regs, why)
     return func.at(match)
 
 
@@ -120,7 +164,7 @@ class Plan(NamedTuple):
     unchanged: Tuple[int, ...]
 
 
-def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Plan:
+def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Optional[Symbolize] = None) -> Plan:
     """`at` as a Plan, memoized per function and PC."""
     cache = index.saves
     func = cache.get(match.fde.start)
@@ -129,7 +173,7 @@ def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader) -> Plan:
         got = plans.get(match.pc)
         if got is not None:
             return got
-    where = at(abi, index, match, read_code)
+    where = at(abi, index, match, read_code, symbolize)
     got = Plan(tuple((r, s.base, s.offset) for r, s in where.items() if s.kind is SaveKind.SAVED),
                tuple(r for r, s in where.items() if s.kind is SaveKind.UNCHANGED))
     func = cache.get(match.fde.start)

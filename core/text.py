@@ -91,7 +91,7 @@ def lookup_lines(addr: int, module: "Module", match: "Match", symbol: Optional[T
     return lines
 
 
-def saves_lines(index, match: "Match", read_code, at: Optional[int] = None) -> List[str]:
+def saves_lines(index, match: "Match", read_code, at: Optional[int] = None, symbolize=None) -> List[str]:
     """Where each callee-saved register of the caller is at match.pc (core.saves), one per line.
 
     `at`: the address the user asked about, when the look-up was at another one (a caller's
@@ -99,7 +99,7 @@ def saves_lines(index, match: "Match", read_code, at: Optional[int] = None) -> L
     from . import abi as abimod
     from . import saves
     abi = abimod.info(index.abi)
-    where = saves.at(abi, index, match, read_code)
+    where = saves.at(abi, index, match, read_code, symbolize)
     note = "" if at is None or at == match.pc else " (looked up at %#x)" % match.pc
     lines = ["Callee-saved registers%s:" % note]
     width = max((len(abi.regname(r)) for r in abi.callee_saved), default=0)

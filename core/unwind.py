@@ -287,13 +287,13 @@ def _finish_ra(ctx, raw, mangled, pac_mask):
     return raw, False
 
 
-def _recover_saved(ctx, index, match, cfa):
+def _recover_saved(ctx, index, match, cfa, symbolize):
     """{DWARF regnum: value} of the caller's callee-saved registers that the save-slot analysis
     proves (core.saves): read from their slots, or carried from this frame where unchanged."""
     frame, abi = ctx.frame, ctx.abi
     out = {}
     try:
-        todo = saves.plan(abi, index, match, ctx.fetch)
+        todo = saves.plan(abi, index, match, ctx.fetch, symbolize)
     except Exception:        # the analysis must never cost the frame itself
         return out
     regs = frame.regs
@@ -322,7 +322,7 @@ def _recover_saved(ctx, index, match, cfa):
     return out
 
 
-def _sframe_step(ctx, match, prev_cfa, pac_mask, index=None, callee_saved=False):
+def _sframe_step(ctx, match, prev_cfa, pac_mask, index=None, callee_saved=False, symbolize=None):
     rules = match.rules
     frame, abi = ctx.frame, ctx.abi
     if rules.outermost:
@@ -354,7 +354,7 @@ def _sframe_step(ctx, match, prev_cfa, pac_mask, index=None, callee_saved=False)
         fp = _apply(ctx, fp_rule, "FP", cfa)
         if fp is None:
             fp = frame.fp
-    regs = _recover_saved(ctx, index, match, cfa) if callee_saved else {}
+    regs = _recover_saved(ctx, index, match, cfa, symbolize) if callee_saved else {}
     return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp,
                  ra=raw if abi.ra_in_register else None, regs=regs, cfa=cfa, method=Method.SFRAME,
                  ra_stripped=stripped, level=frame.level + 1, match=match)
@@ -452,7 +452,7 @@ def _signal_layout(ctx, match, symbol):
 def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool,
          prev_cfa: Optional[int] = None, fp_fallback: bool = False, pac_mask: int = DEFAULT_PAC_MASK,
          symbol: Optional[Callable[[int], Optional[str]]] = None, detect_signal: bool = True,
-         callee_saved: bool = False) -> Union[Frame, Stop]:
+         callee_saved: bool = False, symbolize: Optional[saves.Symbolize] = None) -> Union[Frame, Stop]:
     """Unwind one frame: the caller of `frame` as a Frame, or a Stop saying why not.
 
     abi:         ABIInfo or SFrame ABI number of the process.
@@ -471,6 +471,8 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
     callee_saved: recover the caller's callee-saved registers (core.saves: from their stack
                  slots, or carried from `frame.regs` where unchanged) into its `regs`; the
                  function's code is read once through `read`.
+    symbolize:   optional symbolize(addr) -> (function name, offset): tells the save-slot
+                 analysis whether an FDE starts a function (core.saves).
 
     A frame marked `interrupted` (restored from a signal frame) is treated like a topmost one.
     An SFrameError from `find` or the index becomes a MALFORMED stop; any other exception
@@ -497,7 +499,7 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
                 lay = _signal_layout(ctx, match, symbol)
                 if lay is not None:
                     return _signal_step(ctx, lay)
-            return _sframe_step(ctx, match, prev_cfa, pac_mask, index, callee_saved)
+            return _sframe_step(ctx, match, prev_cfa, pac_mask, index, callee_saved, symbolize)
         if detect_signal:
             lay = _signal_layout(ctx, None, symbol)
             if lay is not None:
@@ -582,14 +584,15 @@ def frame_rows(items: Iterable[Union[Frame, Stop]]) -> Tuple[List[FrameRow], Opt
 
 
 def rule_values(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool,
-                callee_saved: bool = False) -> Union[List[Tuple[str, int]], Stop]:
+                callee_saved: bool = False, symbolize: Optional[saves.Symbolize] = None
+                ) -> Union[List[Tuple[str, int]], Stop]:
     """[(what, value)] that the SFrame rules give in `frame` (CFA, RA, FP), or the Stop saying why not;
     with `callee_saved`, also the caller's callee-saved registers recovered ("caller's rbx").
 
     The unwinder's own step from the frame, so an outer frame's rules are those at its PC - 1.
     """
     info = _abi_info(abi)
-    res = step(frame, abi=info, read=read, find=find, topmost=topmost, callee_saved=callee_saved)
+    res = step(frame, abi=info, read=read, find=find, topmost=topmost, callee_saved=callee_saved, symbolize=symbolize)
     if isinstance(res, Stop):
         return res
     out: List[Tuple[str, int]] = [("CFA", res.cfa or 0), ("RA", res.ra if res.ra is not None else res.pc)]

@@ -178,6 +178,14 @@ def _symbol_at(target, addr):
     return modname, sym.GetName(), _address_value(sym.GetStartAddress(), target)
 
 
+def _symbolizer(target):
+    """symbolize(addr) -> (symbol name, offset) through LLDB's symbols (core.saves' `symbolize`)."""
+    def symbolize(addr):
+        _mod, name, start = _symbol_at(target, addr)
+        return None if name is None or start is None else (name, addr - start)
+    return symbolize
+
+
 def _where(target, pc, return_address=False):
     """'module`symbol + off' for a PC; a return address is symbolized by the call before it."""
     modname, name, start = _symbol_at(target, lookup_address(pc, return_address))
@@ -391,14 +399,14 @@ registers) follow.
 
         def read_code(start, size):
             return image.file_bytes(start - bias, size) if image is not None else None
-        extra += saves_lines(module.index, module.index.lookup(at) or match, read_code, addr)
+        extra += saves_lines(module.index, module.index.lookup(at) or match, read_code, addr, _symbolizer(target))
         if selected:
             abi = _abi(target)
             topmost = frame.GetFrameID() == 0
             state = _frame_state(frame, abi, topmost)
             extra += values_lines(frame.GetFrameID(), rule_values(state, abi=abi, read=_reader(process),
                                                                   find=_TRACKER.find, topmost=topmost,
-                                                                  callee_saved=True))
+                                                                  callee_saved=True, symbolize=_symbolizer(target)))
         return lookup_lines(addr, module, match, symbol, extra)
 
 
@@ -455,7 +463,7 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
         limit = count + 1 if count else DEFAULT_DEPTH_LIMIT
         items = walk(initial, topmost=topmost, abi=abi, read=_reader(process), find=_TRACKER.find,
                      limit=limit, fp_fallback=bool(opts.get("fp")), symbol=_symbol_name(target),
-                     callee_saved=bool(opts.get("registers")))
+                     callee_saved=bool(opts.get("registers")), symbolize=_symbolizer(target))
         rows, stop = frame_rows(items)
         lines = [self._header(thread, frame, abi)]
         selected = thread.GetSelectedFrame().GetFrameID()

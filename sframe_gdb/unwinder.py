@@ -19,6 +19,7 @@ from ..core.format import MASK64
 from ..core.policy import Mode, choose
 from . import arch as archmod
 from . import dwarf
+from .symbols import symbol_at
 
 # core.unwind is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
@@ -202,7 +203,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if frame.sp is None:      # as an internal error: no record for this level
             plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
             return None
-        res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved)
+        res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved,
+                   symbolize=symbol_at)
         if isinstance(res, Stop):
             if res.reason is StopReason.OUTERMOST:
                 self._note(level, OURS, pc)

@@ -19,6 +19,7 @@ from sframekit.core import abi as abimod
 from sframekit.core import format as F
 from sframekit.core import saves as S
 from sframekit.core import x86insn as X
+from sframekit.core.elf import ElfImage
 from sframekit.core.encode import Func, Row, build
 from sframekit.core.index import SFrameIndex
 from sframekit.core.unwind import Frame, walk
@@ -521,6 +522,7 @@ def test_agrees_with_dwarf_cfi(corpus, toolchain):
             sec = elf.get_section_by_name(".sframe")
             index = SFrameIndex(sec.data(), sec["sh_addr"])
             read = _text_reader(elf)
+        symbolize = ElfImage(str(path)).symbolize
         abi = abimod.info(index.abi)
         names = {r: ("ra" if r == abi.ra else abi.regname(r)) for r in abi.callee_saved}
         tables = _readelf_tables(path)
@@ -537,7 +539,7 @@ def test_agrees_with_dwarf_cfi(corpus, toolchain):
                 j = bisect.bisect_right(rowpcs, pc) - 1
                 if m is None or m.rules.cfa is None or j < 0:
                     continue
-                for reg, save in S.at(abi, index, m, read).items():
+                for reg, save in S.at(abi, index, m, read, symbolize).items():
                     rule = table[j][2].get(names[reg], "same")
                     later = table[j + 1][2].get(names[reg], "same") if j + 1 < len(table) else None
                     verdict = _judge(save, rule, later, m.rules.cfa, abi.sp, last_slot.get(reg))
@@ -676,8 +678,9 @@ def test_s390x_forms(text, hexbytes, want):
     assert got == expect, text
 
 
-def flow_analyse(abi_id, code, rows):
-    """at(offset) -> {reg: Save} for one hand-assembled function at BASE."""
+def flow_analyse(abi_id, code, rows, symbol=("f", 0)):
+    """at(offset) -> {reg: Save} for one hand-assembled function at BASE (`symbol`: what a
+    symbol look-up says at BASE)."""
     frows = [Row(r[0], tuple(r[1]), base=r[2] if len(r) > 2 else F.BaseReg.SP) for r in rows]
     data = build(2, abi_id, [Func(BASE, len(code), frows)], section_addr=BASE - 0x1000)
     index = SFrameIndex(data, BASE - 0x1000)
@@ -685,7 +688,7 @@ def flow_analyse(abi_id, code, rows):
 
     def read(addr, size):
         return code[addr - BASE:addr - BASE + size] if BASE <= addr and addr + size <= BASE + len(code) else None
-    return lambda off: S.at(abi, index, index.lookup(BASE + off), read)
+    return lambda off: S.at(abi, index, index.lookup(BASE + off), read, lambda addr: symbol)
 
 
 def a64(*words):
@@ -807,6 +810,10 @@ def test_s390x_prologue_and_epilogue():
     code = bytes.fromhex("c63000000006" "c0e500000004" "07fe" "a7f40000")    # exrl of a branch
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
     assert all(unknown(at(6)[r]) for r in (6, 13, f8))
+    # s390x saves do not move the CFA: only a symbol proves an FDE starts a function.
+    for symbol, why in ((None, "no symbol says"), (("leaf.cold", 0), "GCC's .cold"), (("leaf", 8), "inside leaf")):
+        at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))], symbol)
+        assert all(unknown(s) and why in s.why for s in at(0).values()), why
     code = bytes.fromhex("b3c1000c" "c0e500000004" "07fe")    # ldgr %f0,%r12 (a leaf parks r12)
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
     assert unknown(at(4)[12]) and at(4)[6] == U

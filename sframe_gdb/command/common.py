@@ -1,11 +1,14 @@
 """What the GDB commands share: reading addresses, symbols and the selected frame."""
 
-import re
 
 import gdb
 
 from ...core.format import MASK64
 from .. import arch as archmod
+from ..symbols import INFO_SYMBOL_RE as _INFO_SYMBOL_RE
+from ..symbols import symbol_at
+
+__all__ = ["symbol_at"]
 
 
 def has_registers():
@@ -36,21 +39,6 @@ def parse_address(arg, cmd):
         raise
     except gdb.error as exc:
         raise gdb.GdbError("%s: cannot evaluate %s: %s" % (cmd, arg.strip(), exc)) from None
-
-
-_INFO_SYMBOL_RE = re.compile(r"^(.+?)(?: \+ (\d+))? in section (\S+)(?: of (.+))?$")
-
-
-def symbol_at(addr):
-    """(name, offset) of the symbol GDB knows at addr, or None."""
-    try:
-        text = gdb.execute("info symbol %#x" % addr, to_string=True).strip().splitlines()
-    except gdb.error:
-        return None
-    m = _INFO_SYMBOL_RE.match(text[0]) if text else None
-    if not m:
-        return None
-    return m.group(1), int(m.group(2) or 0)
 
 
 def objfile_name_at(addr):
@@ -113,7 +101,7 @@ def frame_values(frame, ms, module):
     inferior = gdb.selected_inferior()
     f = frame_from_registers(abi, int(frame.pc()), archmod.register_reader(frame, a, abi), full=top)
     return rule_values(f, abi=abi, read=lambda addr, n: inferior.read_memory(addr, n), find=ms.find, topmost=top,
-                       callee_saved=True)
+                       callee_saved=True, symbolize=symbol_at)
 
 
 def flush_frames():

@@ -113,7 +113,7 @@ rules give there."""
 
         def read_code(start, size):
             return bytes(inferior.read_memory(start, size))
-        return text.saves_lines(module.index, match, read_code, addr)
+        return text.saves_lines(module.index, match, read_code, addr, symbol_at)
 
     def _values(self, addr, ms, module):
         from ...core import text
