@@ -184,6 +184,15 @@ def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Op
     return got
 
 
+def _function_code(fde, read_code: CodeReader) -> Optional[bytes]:
+    """The function's code bytes, read once; None if they cannot all be read."""
+    try:
+        code = read_code(fde.start, fde.size)
+    except Exception:
+        return None
+    return bytes(code) if code is not None and len(code) >= fde.size else None
+
+
 # -- x86-64 -----------------------------------------------------------------------------------------
 
 class _X86Function:
@@ -199,21 +208,14 @@ class _X86Function:
         self.plans: Dict[int, Plan] = {}
         self.runs: List[Tuple[int, int, Optional[int], Dict[int, Tuple[int, int]]]] = []
         self.plt0 = False
-        try:
-            code = read_code(fde.start, fde.size)
-        except Exception:
-            code = None
-        if code is None or len(code) < fde.size:
+        code = _function_code(fde, read_code)
+        if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
             return
-        self._analyse(bytes(code))
+        self._analyse(code)
 
-    # The CFA offset where the CFA is SP + offset; None where it is based on anything else.
     def _sp_offset(self, rules):
-        cfa = rules.cfa
-        if cfa is not None and cfa.kind is RuleKind.REGISTER and not cfa.deref and cfa.reg == self.abi.sp:
-            return cfa.offset
-        return None
+        return _sp_offset(self.abi, rules)
 
     def _fp_based(self, rules):
         cfa = rules.cfa
@@ -500,14 +502,11 @@ class _FlowFunction:
         self.plans: Dict[int, Plan] = {}
         self.states: List[Optional[flow.State]] = []
         self.starts: List[int] = []
-        try:
-            code = read_code(fde.start, fde.size)
-        except Exception:
-            code = None
-        if code is None or len(code) < fde.size:
+        code = _function_code(fde, read_code)
+        if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
             return
-        ops = self.decode(bytes(code), fde.start)
+        ops = self.decode(code, fde.start)
         if not ops:
             self.failed = "the function's size is not whole instructions"
             return
@@ -548,6 +547,7 @@ class _FlowFunction:
 
 
 def _sp_offset(abi, rules):
+    """The CFA offset where the CFA is SP + offset; None where it is based on anything else."""
     cfa = rules.cfa
     if cfa is not None and cfa.kind is RuleKind.REGISTER and not cfa.deref and cfa.reg == abi.sp:
         return cfa.offset
