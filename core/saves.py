@@ -60,14 +60,6 @@ class Save:
     base: Optional[int] = None     # SAVED: None for CFA + offset, else DWARF register + offset
     why: str = ""                  # UNKNOWN: the reason
 
-    def address(self, cfa: int, base_value: Optional[int]) -> Optional[int]:
-        """The slot's address, given the frame's CFA and the base register's value (if any)."""
-        if self.kind is not SaveKind.SAVED:
-            return None
-        if self.base is None:
-            return cfa + self.offset
-        return None if base_value is None else base_value + self.offset
-
     def describe(self, abi: abimod.ABIInfo) -> str:
         """e.g. 'saved at CFA - 24', 'saved at [rbp - 16]', 'unchanged', 'unknown (...)'."""
         if self.kind is SaveKind.SAVED:

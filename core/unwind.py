@@ -301,20 +301,17 @@ def _recover_saved(ctx, index, match, cfa, symbolize):
         value = regs.get(reg)
         if value is not None:
             out[reg] = value
-    if todo.slots:
-        size, order = abi.ptr_size, ctx.order
-        slots = []
-        for reg, base, offset in todo.slots:
-            if base is None:
-                slots.append((reg, (cfa + offset) & MASK64))
-            else:
-                value = frame.reg(abi, base)
-                if value is not None:
-                    slots.append((reg, (value + offset) & MASK64))
+    slots = []
+    for reg, base, offset in todo.slots:
+        origin = cfa if base is None else frame.reg(abi, base)
+        if origin is not None:
+            slots.append((reg, (origin + offset) & MASK64))
+    if slots:
         # The slots lie together below the CFA: one read of them all (one by one if that fails).
-        lo = min(a for _r, a in slots) if slots else 0
-        hi = max(a for _r, a in slots) + size if slots else 0
-        block = ctx.fetch(lo, hi - lo) if slots and hi - lo <= 512 else None
+        size, order = abi.ptr_size, ctx.order
+        lo = min(a for _r, a in slots)
+        hi = max(a for _r, a in slots) + size
+        block = ctx.fetch(lo, hi - lo) if hi - lo <= 512 else None
         for reg, addr in slots:
             data = block[addr - lo:addr - lo + size] if block is not None else ctx.fetch(addr, size)
             if data is not None:
