@@ -22,11 +22,13 @@ GDB 13 is the host's (programs built by the host toolchain, SFrame V1), GDB 18 t
 """
 
 import argparse
+import os
 import re
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 from common import INROOT, REPO, ROOTS, WORK, many_functions_binary
@@ -34,14 +36,20 @@ from common import INROOT, REPO, ROOTS, WORK, many_functions_binary
 PLUGIN = REPO / "sframe_gdb.py"
 RECURSE_C = REPO / "tests" / "fixtures" / "recurse.c"
 
-# GDB-side helper: `bench-time LABEL REPS COMMAND` runs COMMAND REPS times (frames flushed before
-# each) and prints "TIME LABEL best median"; `bench-walk LABEL REPS` times a bare frame walk.
-# A negative REPS runs the command once untimed first (GDB's symbol and line caches warm up).
-# Each timing is its own top-level command, so GDB frees the values of one before the next.
+# GDB-side helper.
+# `bench-time LABEL REPS COMMAND` runs COMMAND REPS times (frames flushed before each) and prints
+# "TIME LABEL best median lines"; `bench-walk LABEL REPS` times a bare frame walk.  A negative
+# REPS runs the command once untimed first (GDB's symbol and line caches warm up).
+# `bench-floor-record` fills the floor unwinder's table from the frames GDB has now;
+# `bench-compare ROUNDS CONFIG...` times `bt` and the frame walk under each configuration in turn,
+# ROUNDS times over (interleaved, so that drift hits every configuration alike), and prints the
+# best of each.  Each timing is its own top-level command, so GDB frees the values of one before
+# the next.
 HELPER = textwrap.dedent('''
     import statistics
     import time
     import gdb
+    import gdb.unwinder
 
     def _walk():
         f = gdb.newest_frame()
@@ -50,6 +58,112 @@ HELPER = textwrap.dedent('''
             n += 1
             f = f.older()
         return n
+
+    if hasattr(gdb.unwinder, "FrameId"):
+        FrameId = gdb.unwinder.FrameId
+    else:
+        class FrameId:
+            def __init__(self, sp, pc):
+                self.sp, self.pc = sp, pc
+
+    class Floor(gdb.unwinder.Unwinder):
+        """The least a Python unwinder can cost: the caller's registers, as ready gdb.Values saved
+        by register descriptor (GDB's cheapest way), and its frame id come from a table filled
+        beforehand; no SFrame work at all.  `tables`: PC, SP and FP only; or those and the
+        callee-saved registers (what the plugin gives GDB with callee-saved recovery on)."""
+        def __init__(self):
+            super().__init__("bench-floor")
+            self.tables = {}
+            self.table = {}
+            self.enabled = False
+
+        def __call__(self, pf):
+            rec = self.table.get(pf.level())
+            if rec is None:
+                return None
+            fid, regs = rec
+            ui = pf.create_unwind_info(fid)
+            for name, value in regs:
+                ui.add_saved_register(name, value)
+            return ui
+
+    FLOOR = Floor()
+    gdb.unwinder.register_unwinder(None, FLOOR, replace=True)
+
+    def _value(frame, name):
+        v = frame.read_register(name)
+        return gdb.Value(int(v) & 0xffffffffffffffff).cast(v.type)
+
+    class FloorRecord(gdb.Command):
+        def __init__(self):
+            super().__init__("bench-floor-record", gdb.COMMAND_USER)
+
+        def invoke(self, arg, from_tty):
+            gdb.invalidate_cached_frames()
+            f = gdb.newest_frame()
+            descs = {d.name: d for d in f.architecture().registers()}
+            for kind, names in (("floor", ("rip", "rsp", "rbp")),
+                                ("floor-saves", ("rip", "rsp", "rbp", "rbx", "r12", "r13", "r14", "r15"))):
+                table = FLOOR.tables[kind] = {}
+                f = gdb.newest_frame()
+                while f is not None:
+                    o = f.older()
+                    if o is None:
+                        break
+                    regs = [(descs[n], _value(o, n)) for n in names]
+                    table[f.level()] = (FrameId(gdb.Value(int(o.read_register("rsp"))), gdb.Value(f.pc())), regs)
+                    f = o
+                gdb.write("%s: %d frames recorded\\n" % (kind, len(table)))
+
+    def _plugin():
+        for u in gdb.frame_unwinders:
+            if u.name == "sframe":
+                return u
+        return None
+
+    def _configure(config, dwarf_off):
+        plugin = _plugin()
+        FLOOR.enabled = config.startswith("floor")
+        FLOOR.table = FLOOR.tables.get(config, {})
+        if plugin is not None:
+            plugin.enabled = config.startswith("plugin")
+        if config.startswith("plugin"):
+            gdb.execute("set sframe callee-saved %s" % ("off" if config == "plugin-nosaves" else "on"))
+        gdb.execute(dwarf_off[1] if config == "dwarf" else dwarf_off[0], to_string=True)
+
+    class BenchCompare(gdb.Command):
+        def __init__(self):
+            super().__init__("bench-compare", gdb.COMMAND_USER)
+
+        def invoke(self, arg, from_tty):
+            # bench-compare ROUNDS GDBVERSION CONFIG...
+            words = arg.split()
+            rounds, which, configs = int(words[0]), words[1], words[2:]
+            if which == "gdb13":
+                dwarf_off = ("maint set dwarf unwinders off", "maint set dwarf unwinders on")
+            else:
+                dwarf_off = ("maint frame-unwinder disable -name dwarf2", "maint frame-unwinder enable -name dwarf2")
+            best = {}
+            for r in range(rounds + 1):
+                for config in configs:
+                    _configure(config, dwarf_off)
+                    for what in ("walk", "bt"):
+                        gdb.invalidate_cached_frames()
+                        t = time.perf_counter()
+                        if what == "walk":
+                            n = _walk()
+                        else:
+                            n = gdb.execute("bt", to_string=True).count("\\n")
+                        t = time.perf_counter() - t
+                        if r:         # round 0 warms GDB's caches up
+                            key = "%s-%s" % (what, config)
+                            best[key] = (min(t, best.get(key, (t,))[0]), n)
+            _configure("dwarf", dwarf_off)
+            for key, (t, n) in best.items():
+                gdb.write("TIME %s %.6f %.6f %d\\n" % (key, t, t, n))
+
+    BenchCompare()
+    FloorRecord()
 
     class BenchTime(gdb.Command):
         def __init__(self, name):
@@ -101,8 +215,8 @@ def run_gdb(which, lines, workdir, timeout=3600):
     return times, proc.stdout
 
 
-def compile_recurse(which, out, sframe=True):
-    flags = ["-g", "-O2", "-fomit-frame-pointer"] + (["-Wa,--gsframe"] if sframe else [])
+def compile_recurse(which, out, sframe=True, debug=False):
+    flags = (["-g"] if debug else []) + ["-O2", "-fomit-frame-pointer"] + (["-Wa,--gsframe"] if sframe else [])
     argv = ["gcc"] + flags + ["-o", str(out), str(RECURSE_C)]
     if which == "gdb18":
         subprocess.run([str(ROOTS), "sid"], check=True, stdout=subprocess.DEVNULL)
@@ -115,40 +229,104 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
-def bench_deep_bt(which, work, depth, reps):
-    exe = compile_recurse(which, work / ("recurse-%s" % which))
-    lines = ["file %s" % exe, "break stop_here", "run %d" % depth,
-             "bench-walk walk-dwarf -%d" % reps,
-             "bench-time bt0-dwarf -%d bt -frame-arguments none" % reps,
-             "bench-time bt-dwarf 1 bt",
-             "source %s" % PLUGIN,
-             "maint set dwarf unwinders off" if which == "gdb13" else "maint frame-unwinder disable -name dwarf2",
-             "bench-walk walk-sframe -%d" % reps,
-             "bench-time bt0-sframe -%d bt -frame-arguments none" % reps,
-             "bench-time bt-sframe 1 bt",
-             "set sframe callee-saved off",
-             "bench-walk walk-nosaves -%d" % reps,
-             "bench-time bt0-nosaves -%d bt -frame-arguments none" % reps,
-             "kill"]
-    t, out = run_gdb(which, lines, work)
-    need = ("walk-dwarf", "walk-sframe", "bt0-dwarf", "bt0-sframe", "bt-dwarf", "bt-sframe", "walk-nosaves",
-            "bt0-nosaves")
-    if not all(k in t for k in need):
+CONFIGS = ("dwarf", "floor", "floor-saves", "plugin", "plugin-nosaves")
+
+
+def _compare_lines(which, rounds):
+    """Record the floor's table from GDB's own frames, then time every configuration."""
+    return ["source %s" % PLUGIN, "bench-floor-record",
+            "bench-compare %d %s %s" % (rounds, which, " ".join(CONFIGS))]
+
+
+def _print_compare(which, what, t):
+    frames = t["walk-dwarf"][1]
+    print("%s: %s, %d frames; best of the rounds, same GDB run:" % (which, what, frames))
+    for key in CONFIGS:
+        if t["walk-%s" % key][1] != frames:
+            print("  !! %s walked %d frames, DWARF %d" % (key, t["walk-%s" % key][1], frames))
+    for kind, label in (("bt", "bt"), ("walk", "frame walk")):
+        d, f, fs, p, n = (t["%s-%s" % (kind, c)][0] for c in CONFIGS)
+        us = [x / frames * 1e6 for x in (d, f, fs, p, n)]
+        print("  %-10s per frame: DWARF %.1f us; floor %.1f us, with callee-saved %.1f us; "
+              "plugin %.1f us, callee-saved off %.1f us" % tuple([label] + us))
+        print("  %-10s plugin/DWARF %.2f%s   plugin/floor %.2f (target <= 1.25)   floor/DWARF %.2f" % (
+            "", ratio(p, d), " (target <= 1.0)" if which == "gdb18" else "", ratio(p, f), ratio(f, d)))
+        print("  %-10s same registers given: plugin/floor-with-callee-saved %.2f, "
+              "callee-saved off: plugin/floor %.2f, plugin/DWARF %.2f" % ("", ratio(p, fs), ratio(n, f), ratio(n, d)))
+
+
+def _parse(out):
+    return {m.group(1): (float(m.group(2)), int(m.group(4)))
+            for m in re.finditer(r"^TIME (\S+) (\S+) (\S+) (\d+)$", out, re.M)}
+
+
+def bench_deep_bt(which, work, depth, rounds):
+    """bt of a deep recursion without debug info: DWARF, floor and plugin, live and from a core."""
+    exe = compile_recurse(which, work / ("recurse-nodebug-%s" % which))
+    core = work / ("recurse-%s-%d.core" % (which, depth))
+    if core.exists():
+        core.unlink()
+    lines = ["file %s" % exe, "break stop_here", "run %d" % depth] + _compare_lines(which, rounds) + \
+        ["gcore %s" % core, "kill"]
+    _t, out = run_gdb(which, lines, work)
+    t = _parse(out)
+    if not all("%s-%s" % (k, c) in t for k in ("bt", "walk") for c in CONFIGS):
         print(out[-3000:])
         raise SystemExit("%s: deep backtrace benchmark did not run" % which)
-    frames = t["walk-dwarf"][2]
-    assert t["walk-sframe"][2] == frames, (t["walk-sframe"], frames)
-    print("%s: deep recursion, %d frames (same stop; SFrame with GDB's DWARF unwinders off):" % (which, frames))
-    for key, what in (("bt", "bt"), ("bt0", "bt -frame-arguments none"), ("walk", "frame walk")):
-        d, s = t[key + "-dwarf"][0], t[key + "-sframe"][0]
-        print("  %-26s DWARF %8.3f s  SFrame %8.3f s  ratio %.2f%s" % (
-            what, d, s, ratio(s, d), "  (target <= 2.0)" if key == "bt" else ""))
-        print("  %-26s DWARF %8.1f us/frame  SFrame %8.1f us/frame" % ("", d / frames * 1e6, s / frames * 1e6))
-    print("  the callee-saved registers' recovery (set sframe callee-saved on / off), same run:")
-    for key, what in (("bt0", "bt -frame-arguments none"), ("walk", "frame walk")):
-        on, off = t[key + "-sframe"][0], t[key + "-nosaves"][0]
-        print("  %-26s on %8.3f s  off %8.3f s  ratio %.2f  (%+.1f us/frame)" % (
-            what, on, off, ratio(on, off), (on - off) / frames * 1e6))
+    _print_compare(which, "live process, recursion built -O2 -fomit-frame-pointer without -g", t)
+    lines = ["file %s" % exe, "core %s" % core] + _compare_lines(which, rounds)
+    _t, out = run_gdb(which, lines, work)
+    t = _parse(out)
+    if not all("%s-%s" % (k, c) in t for k in ("bt", "walk") for c in CONFIGS):
+        print(out[-3000:])
+        raise SystemExit("%s: core-file backtrace benchmark did not run" % which)
+    _print_compare(which, "core file of the same stop", t)
+    bench_cli_core(which, exe, core)
+
+
+def _best_process(argv, runs=3):
+    best = None
+    for _ in range(runs):
+        t = time.perf_counter()
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env=dict(os.environ, SFRAME_BINDS=str(REPO)))
+        t = time.perf_counter() - t
+        best = t if best is None else min(best, t)
+    return best, proc.stdout
+
+
+def bench_cli_core(which, exe, core):
+    """`sframe backtrace CORE` (a process) against `gdb -batch -ex bt EXE CORE` (a process)."""
+    cli = ["/usr/bin/python3", str(REPO / "scripts" / "sframe"), "backtrace", str(core), "--exe", str(exe)]
+    gdb = ["gdb", "-nx", "-batch", "-ex", "bt", str(exe), str(core)]
+    if which == "gdb18":
+        cli += ["--sysroot", subprocess.run([str(ROOTS), "path", "sid"], check=True, stdout=subprocess.PIPE,
+                                            text=True).stdout.strip()]
+        gdb = [str(INROOT), "sid"] + gdb
+    t_cli, out_cli = _best_process(cli)
+    t_gdb, out_gdb = _best_process(gdb)
+    n_cli = len(re.findall(r"^#\d+", out_cli, re.M))
+    n_gdb = len(re.findall(r"^#\d+", out_gdb, re.M))
+    print("%s: core file, whole processes (best of 3): sframe backtrace %.3f s (%d frames), "
+          "gdb -batch -ex bt %.3f s (%d frames), ratio %.2f" % (which, t_cli, n_cli, t_gdb, n_gdb, ratio(t_cli, t_gdb)))
+
+
+def bench_debug_bt(which, work, depth, reps):
+    """The one figure with debug info (-g): `bt` then prints every argument, which costs GDB far
+    more than unwinding, so it compares mostly the printing, not the unwinders."""
+    exe = compile_recurse(which, work / ("recurse-g-%s" % which), debug=True)
+    lines = ["file %s" % exe, "break stop_here", "run %d" % depth,
+             "bench-time bt-dwarf -%d bt" % reps,
+             "source %s" % PLUGIN,
+             "maint set dwarf unwinders off" if which == "gdb13" else "maint frame-unwinder disable -name dwarf2",
+             "bench-time bt-sframe -%d bt" % reps, "kill"]
+    t, out = run_gdb(which, lines, work)
+    if "bt-dwarf" not in t or "bt-sframe" not in t:
+        print(out[-3000:])
+        raise SystemExit("%s: -g backtrace benchmark did not run" % which)
+    d, s = t["bt-dwarf"][0], t["bt-sframe"][0]
+    print("%s: recursion built with -g, %d frames: bt (prints every argument) DWARF %.3f s, plugin %.3f s, "
+          "ratio %.2f" % (which, t["bt-dwarf"][2], d, s, ratio(s, d)))
 
 
 def bench_many(which, work):
@@ -209,24 +387,31 @@ def bench_untouched(which, work, depth, reps, sframe):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gdb", choices=("gdb13", "gdb18", "both"), default="both")
-    ap.add_argument("--depth", type=int, default=20000, help="recursion depth (frames) for the bt benchmarks")
-    ap.add_argument("--reps", type=int, default=3, help="repetitions of the cheaper timings (best is shown)")
-    ap.add_argument("--quick", action="store_true", help="depth 2000, one repetition")
+    ap.add_argument("--depth", type=int, action="append",
+                    help="recursion depth (frames) for the deep bt benchmark; repeatable (default 5000 and 20000)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the deep bt comparison (the best is shown)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of the other timings (the best is shown)")
+    ap.add_argument("--quick", action="store_true", help="depth 2000, two rounds, one repetition")
     ap.add_argument("--cfi-depth", type=int, default=5000, help="recursion depth for the CFI benchmark")
-    ap.add_argument("--only", choices=("deep", "many", "nosframe", "cfi"), help="run one of the four benchmarks")
+    ap.add_argument("--only", choices=("deep", "debug", "many", "nosframe", "cfi"), help="run one benchmark")
     args = ap.parse_args()
+    depths = args.depth or [5000, 20000]
     if args.quick:
-        args.depth, args.reps = 2000, 1
+        depths, args.rounds, args.reps = [2000], 2, 1
     WORK.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gdb-", dir=WORK))
     gdbs = ("gdb13", "gdb18") if args.gdb == "both" else (args.gdb,)
     for which in gdbs:
         if args.only in (None, "deep"):
-            bench_deep_bt(which, work, args.depth, args.reps)
+            for depth in depths:
+                bench_deep_bt(which, work, depth, args.rounds)
+                sys.stdout.flush()
+        if args.only in (None, "debug"):
+            bench_debug_bt(which, work, min(depths), args.reps)
         if args.only in (None, "many"):
             bench_many(which, work)
         if args.only in (None, "nosframe"):
-            bench_untouched(which, work, args.depth, args.reps, sframe=False)
+            bench_untouched(which, work, max(depths), args.reps, sframe=False)
         if args.only in (None, "cfi"):
             bench_untouched(which, work, args.cfi_depth, args.reps, sframe=True)
         sys.stdout.flush()

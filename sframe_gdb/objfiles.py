@@ -67,6 +67,7 @@ class Tracker:
         self._sections = None      # cached parse_sections() of the current program space
         self._current_ps = None
         self._current = None       # ModuleSet of _current_ps if anything in it has SFrame
+        self.generation = 0        # counts refreshes: what was learnt from the indexes before may be stale
 
     # -- objfiles -------------------------------------------------------------------------
 
@@ -223,6 +224,7 @@ class Tracker:
         if self._stale or gdb.current_progspace() is not self._current_ps:
             ps = gdb.current_progspace()
             self._stale = False
+            self.generation += 1
             self._sections = None
             ms = self.modules(ps)
             self._refresh(ms)

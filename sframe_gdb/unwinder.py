@@ -23,14 +23,17 @@ from .symbols import symbol_at
 
 # core.unwind is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
+Ahead = None
 
 
 def _import_core():
-    global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe, LazyRegisters
+    global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe, LazyRegisters, Ahead
+    from ..core import ahead as _ahead
     from ..core import sigframe as _sigframe
     from ..core import unwind as _u
     frame_from_registers, lookup_address, LazyRegisters = _u.frame_from_registers, _u.lookup_address, _u.LazyRegisters
     Method, Stop, StopReason, step, sigframe = _u.Method, _u.Stop, _u.StopReason, _u.step, _sigframe
+    Ahead = _ahead.Ahead
 
 if hasattr(gdb.unwinder, "FrameId"):                 # GDB 14 and later
     FrameId = gdb.unwinder.FrameId
@@ -46,6 +49,9 @@ else:
 
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2
+# Frames unwound ahead at once, when GDB asks for a frame this unwinder produced: few at first
+# (`bt 3`, `up` need few), twice as many each time after (a whole backtrace needs all).
+FIRST_AHEAD, MAX_AHEAD = 8, 1024
 
 
 class SFrameUnwinder(gdb.unwinder.Unwinder):
@@ -54,7 +60,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self.plugin = plugin
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
-        self._produced = {}       # frame level -> (pc, sp, fp, {regnum: value}) this unwinder gave that frame
+        self._produced = {}       # frame level -> (core Frame, Arch, ABIInfo) this unwinder gave that frame
+        self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead
+        self._chunk = FIRST_AHEAD
+        self._verdicts = {}       # caller PC -> None (SFrame takes it) or (why not, always log), this unwind
+        self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.ahead.Ahead, for the current modules
+        self._generation = None   # the tracker's generation the walkers were made for
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
         self.last = {}            # level -> (pc, cfa, Frame) of frames unwound by SFrame, for commands
         self._inferior = None
@@ -71,12 +82,18 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _new_unwind(self):
         self._levels = {}
         self._produced = {}
+        self._ahead = {}
+        self._chunk = FIRST_AHEAD
+        self._verdicts = {}
         self.last = {}
         self._dwarf = None
+        for walker in self._walkers.values():
+            walker.new_unwind()
 
     def forget_modules(self):
-        """Objfiles changed: what was learnt about their CFI may no longer hold."""
+        """Objfiles changed: what was learnt about their CFI and SFrame may no longer hold."""
         self._cfi_both = {}
+        self._walkers = {}
 
     def forget_dwarf_state(self, *_):
         """Ask GDB again whether its DWARF unwinders are on (it announces no change of them)."""
@@ -162,53 +179,110 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if level == 0 or level in self._levels:
             # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
             self._new_unwind()
+        known = self._produced.get(level)
+        if known is not None:
+            return self._chained(pf, plugin, ms, level, *known)
         arch = self._arch(pf)
         if arch is None:
             return self._decline(level, None, "architecture %s not supported" % pf.architecture().name())
-        # The registers of a frame this unwinder produced are the ones it gave GDB: no need to ask.
-        known = self._produced.get(level)
-        pc = known[0] if known is not None else int(pf.read_register(arch.pc)) & MASK64
-        auto = plugin.mode is Mode.AUTO
-        if auto:
+        pc = int(pf.read_register(arch.pc)) & MASK64
+        if plugin.mode is Mode.AUTO:
             # The common case of mode auto, at the cost of one dict look-up: CFI covers both the
             # PC and PC - 1, so GDB's DWARF unwinder takes the frame whatever its kind.
             cfi = self._cfi_both.get(pc)
             if cfi is not None and self.dwarf_enabled():
                 return self._decline(level, pc, "left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)" % cfi)
-        found = ms.find(pc)
-        if found is None and level > 0:
-            found = ms.find(lookup_address(pc, True))
-        if found is None:
-            return self._decline(level, pc, "no SFrame covers it; left to GDB's other unwinders")
-        index, module = found
-        abi = arch.abi_for(index.abi)
-        if abi is None:
-            return self._decline(level, pc, "%s has SFrame for another architecture" % module.path, always=True)
         self._inferior = gdb.selected_inferior()
-        full = known is None and self._full(level, arch, abi)
-        if auto:
-            why = self._dwarf_takes(ms, module, level, pc, full)
-            if why is not None:
-                return self._decline(level, pc, why)
+        verdict = self._verdict(ms, arch, level, pc, None)
+        if isinstance(verdict[0], str):
+            return self._decline(level, pc, *verdict)
+        found, abi, full = verdict
         callee_saved = plugin.callee_saved
-        if known is not None:
-            # A frame this unwinder produced: its registers are the ones it gave GDB.
-            read, regs = {abi.sp: known[1], abi.fp: known[2]}.get, known[3]
-        else:
-            read = archmod.register_reader(pf, arch, abi)
-            # A frame another unwinder produced: the callee-saved registers GDB knows in it may
-            # be carried on to the caller where they are unchanged.
-            regs = LazyRegisters(read) if callee_saved and not full else None
+        read = archmod.register_reader(pf, arch, abi)
+        # A frame another unwinder produced: the callee-saved registers GDB knows in it may be
+        # carried on to the caller where they are unchanged.
+        regs = LazyRegisters(read) if callee_saved and not full else None
         frame = frame_from_registers(abi, pc, read, full=full, regs=regs, interrupted=full and level > 0)
         if frame.sp is None:      # as an internal error: no record for this level
             plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
             return None
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved,
                    symbolize=symbol_at)
+        return self._answer(pf, arch, abi, level, pc, res, found)
+
+    def _verdict(self, ms, arch, level, pc, full):
+        """((index, module), ABIInfo, full) if this unwinder takes the frame at `level`, else
+        (why not, always log it?).  `full`: are all its registers valid (None: find out)."""
+        found = ms.find(pc)
+        if found is None and level > 0:
+            found = ms.find(lookup_address(pc, True))
+        if found is None:
+            return ("no SFrame covers it; left to GDB's other unwinders", False)
+        index, module = found
+        abi = arch.abi_for(index.abi)
+        if abi is None:
+            return ("%s has SFrame for another architecture" % module.path, True)
+        if full is None:
+            full = self._full(level, arch, abi)
+        if self.plugin.mode is Mode.AUTO:
+            why = self._dwarf_takes(ms, module, level, pc, full)
+            if why is not None:
+                return (why, False)
+        return found, abi, full
+
+    def _chain_verdict(self, ms, arch, abi, level, pc):
+        """`_verdict` for a caller PC of a frame this unwinder produced, remembered for the unwind."""
+        verdict = self._verdicts.get(pc)
+        if verdict is None:
+            cfi = self._cfi_both.get(pc) if self.plugin.mode is Mode.AUTO else None
+            if cfi is not None and self.dwarf_enabled():
+                verdict = ("left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)" % cfi, False)
+            else:
+                verdict = self._verdict(ms, arch, level, pc, False)
+                if not isinstance(verdict[0], str) and verdict[1] is not abi:
+                    verdict = ("its SFrame is for another ABI than the frame below it", True)
+            self._verdicts[pc] = verdict
+        return verdict
+
+    def _chained(self, pf, plugin, ms, level, frame, arch, abi):
+        """A frame this unwinder produced (its registers are the ones it gave GDB): its caller was
+        unwound ahead with the frames above it, or is now, by core.ahead."""
+        pc = frame.pc
+        verdict = self._chain_verdict(ms, arch, abi, level, pc)
+        if isinstance(verdict[0], str):
+            return self._decline(level, pc, *verdict)
+        res = self._ahead.pop(level, None)
+        if res is None:
+            res = self._unwind_ahead(ms, level, frame, arch, abi)
+        return self._answer(pf, arch, abi, level, pc, res, verdict[0])
+
+    def _unwind_ahead(self, ms, level, frame, arch, abi):
+        """The caller of `frame` (at `level`), and those of the frames above it while this
+        unwinder would take them, kept in self._ahead for GDB's next questions."""
+        gen = self.plugin.tracker.generation
+        if gen != self._generation:
+            self._walkers, self._generation = {}, gen
+        callee_saved = self.plugin.callee_saved
+        walker = self._walkers.get((abi.sframe_abi, callee_saved))
+        if walker is None:
+            walker = self._walkers[(abi.sframe_abi, callee_saved)] = Ahead(abi, self._read, ms.find, callee_saved=callee_saved,
+                                                               symbolize=symbol_at)
+
+        def go_on(caller):
+            return not isinstance(self._chain_verdict(ms, arch, abi, level + 1, caller.pc)[0], str)
+
+        got = walker.walk(frame, self._chunk, go_on=go_on, increasing=False)
+        self._chunk = min(2 * self._chunk, MAX_AHEAD)
+        for k in range(1, len(got)):
+            self._ahead[level + k] = got[k]
+        return got[0]
+
+    def _answer(self, pf, arch, abi, level, pc, res, found):
+        """GDB's answer for the frame at `level` from the core's `res` (its caller, or a Stop)."""
         if isinstance(res, Stop):
             if res.reason is StopReason.OUTERMOST:
                 self._note(level, OURS, pc)
-                return self._outermost(pf, arch, level, pc, frame.sp, found, res)
+                return self._outermost(pf, arch, level, pc, found, res)
             return self._decline(level, pc, "declined: %s%s" % (res.reason.value, ": " + res.detail if res.detail else ""),
                                  always=True)
         if res.method is Method.SIGNAL:
@@ -216,7 +290,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self._tramp[pc] = True
             return self._decline(level, pc, "signal trampoline; left to GDB's sigtramp unwinder")
         self._note(level, OURS, pc)
-        return self._unwind_info(pf, arch, abi, level, pc, res, module)
+        return self._unwind_info(pf, arch, abi, level, pc, res, found[1])
 
     def _dwarf_takes(self, ms, module, level, pc, full):
         """Why GDB's DWARF unwinder takes this frame in mode auto, or None if SFrame does."""
@@ -234,22 +308,28 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _unwind_info(self, pf, arch, abi, level, pc, res, module):
         """GDB's UnwindInfo for the caller `res` of the frame at `level`."""
         func = res.match.fde.start if res.match is not None else pc
-        ui = pf.create_unwind_info(FrameId(gdb.Value(res.cfa), gdb.Value(func)))
         order = "big" if abi.big_endian else "little"
-        save = self._save
-        save(pf, ui, arch, arch.pc, res.pc, order)
-        for name in arch.pc_aliases:
-            save(pf, ui, arch, name, res.pc, order)
-        save(pf, ui, arch, arch.sp, res.sp, order)
+        value = arch.value
+        saved = arch.saved_register
+        sp_ident, sp_own = saved(pf, arch.sp)       # (the first call also learns arch.word)
+        ui = pf.create_unwind_info(FrameId(value(res.cfa, None, order), value(func, None, order)))
+        add = ui.add_saved_register
+        for name in arch.pc_names:
+            ident, own = saved(pf, name)
+            add(ident, value(res.pc, own, order))
+        add(sp_ident, value(res.sp, sp_own, order))
         if res.fp is not None:
-            save(pf, ui, arch, arch.fp, res.fp, order)
+            ident, own = saved(pf, arch.fp)
+            add(ident, value(res.fp, own, order))
         if arch.ra is not None and res.ra is not None:
-            save(pf, ui, arch, arch.ra, res.ra, order)
-        regs = res.regs
-        for regnum, value in regs.items():
+            ident, own = saved(pf, arch.ra)
+            add(ident, value(res.ra, own, order))
+        regnames = abi.regnames
+        for regnum, v in res.regs.items():
             # The caller's callee-saved registers that the save-slot analysis recovered.
-            save(pf, ui, arch, abi.regname(regnum), value, order)
-        self._produced[level + 1] = (res.pc, res.sp, res.fp, regs)
+            ident, own = saved(pf, regnames[regnum])
+            add(ident, value(v, own, order))
+        self._produced[level + 1] = (res, arch, abi)
         self.last[level] = (pc, res.cfa, res)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
@@ -257,23 +337,16 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 "" if res.fp is None else " fp %#x" % res.fp, module.path))
         return ui
 
-    def _outermost(self, pf, arch, level, pc, sp, found, stop):
+    def _outermost(self, pf, arch, level, pc, found, stop):
         """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
         index, module = found
         match = index.lookup(pc)
         func = match.fde.start if match is not None else pc
+        sp = self._produced[level][0].sp if level in self._produced else int(pf.read_register(arch.sp)) & MASK64
         self.last[level] = (pc, sp, None)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: outermost frame (%s)" % (level, pc, stop.message))
         return pf.create_unwind_info(FrameId(gdb.Value(sp), gdb.Value(func)))
-
-    @staticmethod
-    def _save(pf, ui, arch, name, value, order):
-        """Save a register as a gdb.Value of exactly its type, built from its bytes."""
-        t = arch.types.get(name)
-        if t is None:
-            t = arch.types[name] = pf.read_register(name).type
-        ui.add_saved_register(name, gdb.Value((value & MASK64).to_bytes(t.sizeof, order), t))
 
 
 def _level(pf):
