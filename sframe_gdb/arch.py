@@ -34,6 +34,9 @@ class Arch:
     pc_aliases: tuple = ()
     types: dict = field(default_factory=dict)     # register name -> gdb.Type, filled on first use
     ids: dict = field(default_factory=dict)       # register name -> (id for add_saved_register, own type or None)
+    pc_ids: tuple = ()                            # ids of pc_names
+    regids: dict = field(default_factory=dict)    # DWARF regnum of a callee-saved register -> its ids entry
+    regids_for: object = None                     # the core ABIInfo regids were made for
     word: object = None                           # gdb.Type of SP: the size of every register saved
     values: dict = field(default_factory=dict)    # int -> gdb.Value of `word` (values recur frame after frame)
     order: str = ""                               # the byte order of `values` (one gdb.Architecture has one)
@@ -51,35 +54,44 @@ class Arch:
             return None
         return info if info in self.abis else None
 
-    def saved_register(self, pf, name):
-        """(what UnwindInfo.add_saved_register takes fastest for register `name`, its own gdb.Type
-        or None when `word` fits it).  A gdb.RegisterDescriptor is found without the look-up
-        among every register name that a name costs on each call (GDB 13: a third of the cost of
-        saving a register)."""
-        got = self.ids.get(name)
-        if got is None:
-            import gdb
-            if self.word is None:
-                self.word = pf.read_register(self.sp).type
-            ident = name
+    def prepare(self, pf, abi):
+        """Learn, once, how to give GDB each register the unwinder saves (PC, SP, FP, RA, the
+        callee-saved ones): see `ids`.  A gdb.RegisterDescriptor is what
+        UnwindInfo.add_saved_register takes fastest (a name is looked up among every register
+        name on each call: on GDB 13 a third of the cost of saving a register)."""
+        order = "big" if abi.big_endian else "little"
+        if order != self.order:
+            self.values, self.order = {}, order
+        if self.word is not None and self.regids_for is abi:
+            return
+        import gdb
+        if self.word is None:
+            self.word = pf.read_register(self.sp).type
+        try:
+            descs = {d.name: d for d in pf.architecture().registers()}
+        except (AttributeError, gdb.error):
+            descs = {}
+        names = [n for n in self.pc_names + (self.sp, self.fp, self.ra) if n is not None]
+        regnames = {r: self.reg_name(abi, r) for r in abi.callee_saved}
+        for name in names + [n for n in regnames.values() if n is not None]:
+            if name in self.ids:
+                continue
             try:
-                for d in pf.architecture().registers():
-                    if d.name == name:
-                        ident = d
-                        break
-            except (AttributeError, gdb.error):
-                pass
-            t = pf.read_register(name).type
-            got = self.ids[name] = (ident, None if t.sizeof == self.word.sizeof else t)
-        return got
+                size = pf.read_register(name).type
+            except (gdb.error, ValueError):
+                size = None            # not readable here: GDB checks the size when it is given
+            own = None if size is None or size.sizeof == self.word.sizeof else size
+            self.ids[name] = (descs.get(name, name), own)
+        self.pc_ids = tuple(self.ids[n] for n in self.pc_names)
+        self.regids = {r: self.ids[n] for r, n in regnames.items() if n is not None}
+        self.regids_for = abi
 
     def value(self, n, own=None, order="little"):
-        """A gdb.Value with the bits of `n`, for a register of `word`'s size (or of type `own`)."""
+        """A gdb.Value with the bits of `n`, for a register of `word`'s size (remembered in
+        `values`) or of type `own`."""
         import gdb
         if own is not None:
             return gdb.Value((n & MASK64).to_bytes(own.sizeof, order), own)
-        if order != self.order:
-            self.values, self.order = {}, order
         values = self.values
         v = values.get(n)
         if v is None:

@@ -62,6 +62,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
         self._produced = {}       # frame level -> (core Frame, Arch, ABIInfo) this unwinder gave that frame
         self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead
+        self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare)
+        self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
         self._chunk = FIRST_AHEAD
         self._verdicts = {}       # caller PC -> None (SFrame takes it) or (why not, always log), this unwind
         self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.ahead.Ahead, for the current modules
@@ -83,6 +85,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._levels = {}
         self._produced = {}
         self._ahead = {}
+        self._ready = {}
+        self._next = None
         self._chunk = FIRST_AHEAD
         self._verdicts = {}
         self.last = {}
@@ -151,10 +155,17 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def __call__(self, pf):
         plugin = self.plugin
-        if not plugin.enabled:
+        if plugin.mode is Mode.OFF:
             return None
         try:
-            return self._unwind(pf, plugin)
+            level = pf.level()
+            if level == self._next:
+                # The hot path: GDB asks for the caller of a frame this unwinder gave it, and the
+                # answer was prepared when the frames were unwound ahead.
+                ready = self._ready.get(level)
+                if ready is not None:
+                    return self._give(pf, level, ready)
+            return self._unwind(pf, plugin, level)
         except Exception as exc:          # anything at all: decline, never raise into GDB
             plugin.log("frame #%s: declined after an internal error: %s: %s"
                        % (_level(pf), type(exc).__name__, exc))
@@ -169,16 +180,16 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self.plugin.log("frame #%d: %s%s" % (level, where, why))
         return None
 
-    def _unwind(self, pf, plugin):
+    def _unwind(self, pf, plugin, level):
+        if level == 0 or level in self._levels:
+            # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
+            self._new_unwind()
+        self._next = None
         ms = plugin.tracker.current()
         if ms is None:                    # nothing loaded has SFrame
             return None
         if step is None:
             _import_core()
-        level = pf.level()
-        if level == 0 or level in self._levels:
-            # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
-            self._new_unwind()
         known = self._produced.get(level)
         if known is not None:
             return self._chained(pf, plugin, ms, level, *known)
@@ -251,14 +262,18 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         verdict = self._chain_verdict(ms, arch, abi, level, pc)
         if isinstance(verdict[0], str):
             return self._decline(level, pc, *verdict)
-        res = self._ahead.pop(level, None)
+        res = self._ahead.get(level)
         if res is None:
-            res = self._unwind_ahead(ms, level, frame, arch, abi)
+            res = self._unwind_ahead(pf, ms, level, frame, arch, abi)
+        ready = self._ready.get(level)
+        if ready is not None:
+            return self._give(pf, level, ready)
         return self._answer(pf, arch, abi, level, pc, res, verdict[0])
 
-    def _unwind_ahead(self, ms, level, frame, arch, abi):
+    def _unwind_ahead(self, pf, ms, level, frame, arch, abi):
         """The caller of `frame` (at `level`), and those of the frames above it while this
-        unwinder would take them, kept in self._ahead for GDB's next questions."""
+        unwinder would take them, kept in self._ahead, with GDB's answers prepared in
+        self._ready where they are ordinary frames (not under `set debug sframe on`)."""
         gen = self.plugin.tracker.generation
         if gen != self._generation:
             self._walkers, self._generation = {}, gen
@@ -273,9 +288,64 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
         got = walker.walk(frame, self._chunk, go_on=go_on, increasing=False)
         self._chunk = min(2 * self._chunk, MAX_AHEAD)
-        for k in range(1, len(got)):
-            self._ahead[level + k] = got[k]
+        prepare = not self.plugin.debug
+        if prepare:
+            arch.prepare(pf, abi)
+        pc = frame.pc
+        ahead, ready = self._ahead, self._ready
+        for k, res in enumerate(got, level):
+            ahead[k] = res
+            if isinstance(res, Stop):
+                break
+            if prepare and res.method is not Method.SIGNAL:
+                ready[k] = self._prepare(arch, abi, k, pc, res)
+            pc = res.pc
         return got[0]
+
+    def _prepare(self, arch, abi, level, pc, res):
+        """GDB's answer for the frame at `level` (PC `pc`) whose caller is `res`, as _give takes
+        it: the frame id, the caller's registers as (register, gdb.Value), and the records kept
+        once GDB has taken it."""
+        values = arch.values
+        word = arch.value
+        order = arch.order
+        v = values.get(res.cfa)
+        cfa = v if v is not None else word(res.cfa, None, order)
+        func = res.match.fde.start if res.match is not None else pc
+        v = values.get(func)
+        fid = FrameId(cfa, v if v is not None else word(func, None, order))
+        regs = []
+        ids = arch.ids
+        n = res.pc
+        v = values.get(n)
+        v = v if v is not None else word(n, None, order)
+        for ident, own in arch.pc_ids:
+            regs.append((ident, v if own is None else word(n, own, order)))
+        for name, n in ((arch.sp, res.sp), (arch.fp, res.fp), (arch.ra, res.ra if arch.ra is not None else None)):
+            if n is not None:
+                ident, own = ids[name]
+                v = values.get(n) if own is None else None
+                regs.append((ident, v if v is not None else word(n, own, order)))
+        regids = arch.regids
+        for regnum, n in res.regs.items():
+            # The caller's callee-saved registers that the save-slot analysis recovered.
+            ident, own = regids[regnum]
+            v = values.get(n) if own is None else None
+            regs.append((ident, v if v is not None else word(n, own, order)))
+        return fid, regs, (OURS, pc), (pc, res.cfa, res), (res, arch, abi)
+
+    def _give(self, pf, level, ready):
+        """Answer GDB with a prepared UnwindInfo (see _prepare)."""
+        fid, regs, note, last, produced = ready
+        ui = pf.create_unwind_info(fid)
+        add = ui.add_saved_register
+        for ident, value in regs:
+            add(ident, value)
+        self._levels[level] = note
+        self.last[level] = last
+        self._produced[level + 1] = produced
+        self._next = level + 1
+        return ui
 
     def _answer(self, pf, arch, abi, level, pc, res, found):
         """GDB's answer for the frame at `level` from the core's `res` (its caller, or a Stop)."""
@@ -289,7 +359,6 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             # GDB's own signal-trampoline unwinder knows this frame's type and registers.
             self._tramp[pc] = True
             return self._decline(level, pc, "signal trampoline; left to GDB's sigtramp unwinder")
-        self._note(level, OURS, pc)
         return self._unwind_info(pf, arch, abi, level, pc, res, found[1])
 
     def _dwarf_takes(self, ms, module, level, pc, full):
@@ -307,35 +376,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _unwind_info(self, pf, arch, abi, level, pc, res, module):
         """GDB's UnwindInfo for the caller `res` of the frame at `level`."""
-        func = res.match.fde.start if res.match is not None else pc
-        order = "big" if abi.big_endian else "little"
-        value = arch.value
-        saved = arch.saved_register
-        sp_ident, sp_own = saved(pf, arch.sp)       # (the first call also learns arch.word)
-        ui = pf.create_unwind_info(FrameId(value(res.cfa, None, order), value(func, None, order)))
-        add = ui.add_saved_register
-        for name in arch.pc_names:
-            ident, own = saved(pf, name)
-            add(ident, value(res.pc, own, order))
-        add(sp_ident, value(res.sp, sp_own, order))
-        if res.fp is not None:
-            ident, own = saved(pf, arch.fp)
-            add(ident, value(res.fp, own, order))
-        if arch.ra is not None and res.ra is not None:
-            ident, own = saved(pf, arch.ra)
-            add(ident, value(res.ra, own, order))
-        regnames = abi.regnames
-        for regnum, v in res.regs.items():
-            # The caller's callee-saved registers that the save-slot analysis recovered.
-            ident, own = saved(pf, regnames[regnum])
-            add(ident, value(v, own, order))
-        self._produced[level + 1] = (res, arch, abi)
-        self.last[level] = (pc, res.cfa, res)
+        arch.prepare(pf, abi)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
                 level, pc, res.method.value, res.cfa, res.pc, res.sp,
                 "" if res.fp is None else " fp %#x" % res.fp, module.path))
-        return ui
+        return self._give(pf, level, self._prepare(arch, abi, level, pc, res))
 
     def _outermost(self, pf, arch, level, pc, found, stop):
         """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
