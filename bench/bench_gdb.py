@@ -1,19 +1,25 @@
 """Benchmarks of the GDB plugin.  Prints figures and ratios; it passes or fails nothing.
 
-    /usr/bin/python3 bench/bench_gdb.py [--gdb gdb13|gdb18|both] [--depth N] [--quick] [--only deep|many|nosframe|cfi]
+    /usr/bin/python3 bench/bench_gdb.py [--gdb gdb13|gdb18|both] [--depth N ...] [--rounds R] [--quick]
+                                        [--only deep|debug|many|nosframe|cfi]
 
-1. `bt` of a deep recursion (20,000 frames by default), on the same stop of the same run:
-   GDB's own DWARF unwinder, then the SFrame unwinder with GDB's DWARF unwinders off.
-   Ratio SFrame / DWARF (target <= 2.0).  `bt` prints every frame's arguments, which costs GDB
-   far more than unwinding, so `bt -frame-arguments none` and a bare frame walk
-   (gdb.Frame.older() to the end) are timed too: they show the unwinders' own cost.  Then the
-   same with `set sframe callee-saved off`: the extra cost per frame of recovering the callers'
-   callee-saved registers (the save-slot analysis and the slot reads).
-2. With a 50,000-function binary loaded (bench/common.py many_functions_binary()): the time to
+1. deep: `bt` and a bare frame walk (gdb.Frame.older() to the end) of a recursion built
+   -O2 -fomit-frame-pointer without debug info, 5,000 and 20,000 frames, in one GDB run per depth:
+   GDB's own DWARF unwinder (Python unwinders off); a "floor" Python unwinder that gives GDB each
+   caller's registers from a table filled beforehand (PC, SP and FP; and "floor with callee-saved":
+   also the callee-saved registers, what the plugin gives) and does no SFrame work, the least any
+   Python unwinder can cost; the plugin (DWARF unwinders off), with callee-saved recovery on and
+   off.  The configurations take turns for R rounds and the best of each is shown, with
+   plugin/DWARF (target <= 1.0 on GDB 18) and plugin/floor (target <= 1.25).  The same on a core
+   file of the same stop, and `sframe backtrace CORE` against `gdb -batch -ex bt EXE CORE`, as
+   whole processes.
+2. debug: the one figure with -g: `bt` prints every argument there, which costs GDB far more
+   than unwinding, so it compares the printing more than the unwinders.
+3. many: with a 50,000-function binary loaded (bench/common.py many_functions_binary()): the time to
    `source sframe_gdb.py`, and `info sframe ADDR` (the first one builds the index; target < 100 ms).
-3. The same recursion built without .sframe: `bt` with the plugin sourced / without it, same
+4. nosframe: the recursion built without .sframe: `bt` with the plugin sourced / without it, same
    run (target <= 1.1).
-4. The same recursion with .sframe and its .eh_frame (5,000 frames by default), GDB's DWARF
+5. cfi: the recursion with .sframe and its .eh_frame (5,000 frames by default), GDB's DWARF
    unwinders on: the plugin in mode auto must leave every frame to DWARF; `bt` with the plugin
    sourced / without it, same run (target <= 1.1).
 

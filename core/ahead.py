@@ -12,13 +12,26 @@ tests/test_ahead.py checks that both agree frame for frame.
 """
 
 import struct
-from typing import Callable, Dict, List, NamedTuple, Optional, Union
+from dataclasses import replace
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Union
 
 from . import abi as abimod
 from . import saves
 from .format import MASK64
 from .rules import RuleKind
-from .unwind import DEFAULT_PAC_MASK, FindIndex, Frame, Method, ReadMemory, Stop, lookup_address, step, strip_pac
+from .unwind import (
+    DEFAULT_DEPTH_LIMIT,
+    DEFAULT_PAC_MASK,
+    FindIndex,
+    Frame,
+    Method,
+    ReadMemory,
+    Stop,
+    StopReason,
+    lookup_address,
+    step,
+    strip_pac,
+)
 
 
 class _Plan(NamedTuple):
@@ -118,7 +131,7 @@ class Ahead:
         abi = self.abi
         try:
             found = self._find(lookup_address(pc, True))
-            index = found[0] if isinstance(found, tuple) else found
+            index: Any = found[0] if isinstance(found, tuple) else found
             if index is None or abimod.info(index.abi) != abi:
                 return None
             match = index.lookup(lookup_address(pc, True))
@@ -152,8 +165,9 @@ class Ahead:
         """The caller of `frame`, an outer frame (not topmost, not restored from a signal frame)."""
         pc = frame.pc
         plans = self._plans
-        plan = plans.get(pc, False)
-        if plan is False:
+        if pc in plans:
+            plan = plans[pc]
+        else:
             if len(plans) >= self.PLAN_LIMIT:
                 plans.clear()
             plan = plans[pc] = self._compile(pc)
@@ -217,3 +231,30 @@ class Ahead:
         pc = strip_pac(raw, self._pac_mask) if plan.strip else raw
         return Frame(pc, (cfa + abi.sp_val_offset) & MASK64, fp, raw if abi.ra_in_register else None, regs, cfa,
                      Method.SFRAME, plan.strip, False, frame.level + 1, plan.match)
+
+
+def walk(initial: Frame, *, abi: abimod.ABIInfo, read: ReadMemory, find: FindIndex, limit: int = DEFAULT_DEPTH_LIMIT,
+         **options) -> Iterator[Union[Frame, Stop]]:
+    """`unwind.walk` from a topmost frame, the outer frames unwound by an `Ahead` (same frames,
+    same Stop): for whole backtraces of deep stacks, such as `sframe backtrace` of a core file."""
+    step_options = {k: v for k, v in options.items() if k not in ("callee_saved", "symbolize", "pac_mask")}
+    ahead = Ahead(abi, read, find, callee_saved=options.get("callee_saved", False), symbolize=options.get("symbolize"),
+                  pac_mask=options.get("pac_mask", DEFAULT_PAC_MASK), **step_options)
+    frame = initial if initial.level == 0 else replace(initial, level=0)
+    yield frame
+    count = 1
+    prev_cfa = None
+    while True:
+        if count >= limit:
+            yield Stop(StopReason.DEPTH_LIMIT, "limit of %d frames" % limit, frame.pc)
+            return
+        if count == 1:
+            nxt = step(frame, abi=abi, read=read, find=find, topmost=True, **options)
+        else:
+            nxt = ahead.step(frame, prev_cfa)
+        yield nxt
+        if isinstance(nxt, Stop):
+            return
+        count += 1
+        prev_cfa = nxt.cfa
+        frame = nxt

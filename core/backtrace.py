@@ -23,13 +23,14 @@ import signal as _signal
 import sys
 from typing import Iterator, Optional, TextIO, Tuple, Union
 
+from . import ahead
 from .corefile import CoreFile
 from .corenotes import Thread
 from .elf import ElfImage
 from .errors import ElfError
 from .modules import ModuleSet
 from .text import registers_line
-from .unwind import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_from_registers, frame_rows, lookup_address, walk
+from .unwind import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_from_registers, frame_rows, lookup_address
 
 SIGNAL_TRAMPOLINE = "<signal handler called>"
 
@@ -138,7 +139,7 @@ class CoreSession:
 
     def walk(self, thread: Thread, limit: int = DEFAULT_DEPTH_LIMIT,
              fp_fallback: bool = False, callee_saved: bool = False) -> Iterator[Union[Frame, Stop]]:
-        return walk(self.initial_frame(thread), abi=self.abi, read=self.core.read, find=self.modules.find,
+        return ahead.walk(self.initial_frame(thread), abi=self.abi, read=self.core.read, find=self.modules.find,
                     limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name, callee_saved=callee_saved,
                     symbolize=self.symbolize)
 

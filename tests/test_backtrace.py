@@ -55,6 +55,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import toolchains
@@ -64,7 +65,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sframekit.core.backtrace import SIGNAL_TRAMPOLINE, backtrace_core  # noqa: E402
+from sframekit.core.backtrace import SIGNAL_TRAMPOLINE, CoreSession, backtrace_core  # noqa: E402
 
 X86 = ("host", "trixie", "sid")
 CROSS = ("sid-aarch64", "sid-s390x")
@@ -676,6 +677,7 @@ class CoreResult:
     core: str
     text: str
     threads: list            # [(Printed, gdb thread dict, problems)]
+    sysroot: Optional[str] = None
 
     @property
     def problems(self):
@@ -695,7 +697,7 @@ def compare_core(tc, rec, gdb_info, sysroot):
     if missing:
         threads.append((Printed(0), None, ["threads %s not printed" % sorted(missing)]))
     variant = rec["run"].split("/")[0]
-    return CoreResult(tc, variant, rec["case"], rec["stop"], rec.get("insn") or "", rec["core"], text, threads)
+    return CoreResult(tc, variant, rec["case"], rec["stop"], rec.get("insn") or "", rec["core"], text, threads, sysroot)
 
 
 @pytest.fixture(scope="module")
@@ -918,3 +920,26 @@ def test_callee_saved_registers(results):
           % (equal, missing))
     assert not [p for tc in ALL for r in results[tc][1] for p in r.problems if ", GDB's 0x" in p]
     assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
+
+
+def test_ahead_agrees_with_step(results):
+    """core.ahead, the fast path of `sframe backtrace` and of the GDB unwinder, gives every frame
+    and the final Stop exactly as unwind.walk's step-by-step unwind does, callee-saved registers
+    included, on every thread of every core of every toolchain."""
+    from sframekit.core import ahead, unwind
+    frames = 0
+    for tc in ALL:
+        for r in results[tc][1]:
+            session = CoreSession(r.core, sysroot=r.sysroot)
+            for t in session.core.threads:
+                opts = dict(abi=session.abi, read=session.core.read, find=session.modules.find,
+                            symbol=session.trampoline_name, callee_saved=True, symbolize=session.symbolize)
+                slow = list(unwind.walk(session.initial_frame(t), **opts))
+                fast = list(ahead.walk(session.initial_frame(t), **opts))
+                where = "%s %s %s thread %d" % (tc, r.case, r.stop, t.tid)
+                assert [(f.pc, f.sp, f.fp, f.ra, dict(f.regs), f.cfa, f.method, f.ra_stripped, f.interrupted, f.level)
+                        if isinstance(f, unwind.Frame) else f for f in fast] == \
+                       [(f.pc, f.sp, f.fp, f.ra, dict(f.regs), f.cfa, f.method, f.ra_stripped, f.interrupted, f.level)
+                        if isinstance(f, unwind.Frame) else f for f in slow], where
+                frames += len(slow)
+    assert frames > 1000, frames
