@@ -12,7 +12,6 @@ tests/test_ahead.py checks that both agree frame for frame.
 """
 
 import struct
-from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Union
 
 from . import abi as abimod
@@ -27,11 +26,11 @@ from .unwind import (
     Method,
     ReadMemory,
     Stop,
-    StopReason,
     lookup_address,
     step,
     strip_pac,
 )
+from .unwind import walk as unwind_walk
 
 
 class _Plan(NamedTuple):
@@ -240,21 +239,4 @@ def walk(initial: Frame, *, abi: abimod.ABIInfo, read: ReadMemory, find: FindInd
     step_options = {k: v for k, v in options.items() if k not in ("callee_saved", "symbolize", "pac_mask")}
     ahead = Ahead(abi, read, find, callee_saved=options.get("callee_saved", False), symbolize=options.get("symbolize"),
                   pac_mask=options.get("pac_mask", DEFAULT_PAC_MASK), **step_options)
-    frame = initial if initial.level == 0 else replace(initial, level=0)
-    yield frame
-    count = 1
-    prev_cfa = None
-    while True:
-        if count >= limit:
-            yield Stop(StopReason.DEPTH_LIMIT, "limit of %d frames" % limit, frame.pc)
-            return
-        if count == 1:
-            nxt = step(frame, abi=abi, read=read, find=find, topmost=True, **options)
-        else:
-            nxt = ahead.step(frame, prev_cfa)
-        yield nxt
-        if isinstance(nxt, Stop):
-            return
-        count += 1
-        prev_cfa = nxt.cfa
-        frame = nxt
+    return unwind_walk(initial, abi=abi, read=read, find=find, limit=limit, outer=ahead.step, **options)

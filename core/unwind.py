@@ -518,7 +518,9 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
 
 
 def walk(initial: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex,
-         limit: int = DEFAULT_DEPTH_LIMIT, topmost: bool = True, **options) -> Iterator[Union[Frame, Stop]]:
+         limit: int = DEFAULT_DEPTH_LIMIT, topmost: bool = True,
+         outer: Optional[Callable[[Frame, Optional[int]], Union[Frame, Stop]]] = None,
+         **options) -> Iterator[Union[Frame, Stop]]:
     """Whole backtrace: yields `initial`, then each caller, then one final Stop.
 
     `topmost`: `initial` is the innermost frame (yielded as level 0, all its registers trusted).
@@ -537,8 +539,11 @@ def walk(initial: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, f
         if count >= limit:
             yield Stop(StopReason.DEPTH_LIMIT, "limit of %d frames" % limit, frame.pc)
             return
-        nxt = step(frame, abi=abi, read=read, find=find, topmost=topmost and count == 1, prev_cfa=prev_cfa,
-                   **options)
+        first = topmost and count == 1
+        if outer is not None and not first:
+            nxt = outer(frame, prev_cfa)      # the same step for an outer frame, done another way
+        else:
+            nxt = step(frame, abi=abi, read=read, find=find, topmost=first, prev_cfa=prev_cfa, **options)
         if isinstance(nxt, Stop):
             yield nxt
             return
