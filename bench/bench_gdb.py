@@ -135,7 +135,11 @@ HELPER = textwrap.dedent('''
             plugin.enabled = config.startswith("plugin")
         if config.startswith("plugin"):
             gdb.execute("set sframe callee-saved %s" % ("off" if config == "plugin-nosaves" else "on"))
-        gdb.execute(dwarf_off[1] if config == "dwarf" else dwarf_off[0], to_string=True)
+        try:
+            gdb.execute(dwarf_off[1] if config == "dwarf" else dwarf_off[0], to_string=True)
+        except gdb.error as exc:      # GDB 16+ refuses to enable (disable) what already is
+            if "already" not in str(exc):
+                raise
 
     class BenchCompare(gdb.Command):
         def __init__(self):

@@ -11,8 +11,9 @@ which gives the same frame or the Stop with its reason: the fast path never deci
 tests/test_ahead.py checks that both agree frame for frame.
 """
 
+import operator
 import struct
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from . import abi as abimod
 from . import saves
@@ -41,8 +42,10 @@ class _Plan(NamedTuple):
     ra_offset: int              # RA = [CFA + ra_offset]
     fp_offset: Optional[int]    # FP = [CFA + fp_offset]; None: unchanged
     strip: bool                 # the RA is signed (AArch64 PAC): strip it for the PC
-    slots: tuple                # (regnum, base regnum or None for the CFA, offset) of saved registers
+    at_cfa: tuple               # (regnum, offset): saved registers at CFA + offset
+    based: tuple                # (regnum, base regnum, offset): saved at [base register + offset]
     unchanged: tuple            # regnums the function has not touched at this PC
+    carry: Optional[Callable]   # the values of `unchanged` from a frame's regs (KeyError if one is unknown)
 
 
 _AT = (RuleKind.AT_CFA, RuleKind.FIXED)
@@ -90,6 +93,11 @@ class StackReader:
                     self._lo, self._data = lo, data
                     return data[addr - lo:addr - lo + size]
         return self._get(addr, size)
+
+    def block(self) -> Tuple[bytes, int, int]:
+        """(the current block, its address, the last offset in it where a word starts), for
+        readers that take words from the block themselves while they can."""
+        return self._data, self._lo, len(self._data) - self._size
 
     def word(self, addr: int) -> Optional[int]:
         """The pointer-sized word at `addr`, or None if it cannot be read."""
@@ -155,81 +163,140 @@ class Ahead:
                     slots, unchanged = got.slots, got.unchanged
                 except Exception:     # as in step: the analysis never costs the frame itself
                     pass
+            at_cfa = tuple((reg, offset) for reg, base, offset in slots if base is None)
+            based = tuple(slot for slot in slots if slot[1] is not None)
+            carry = None
+            if unchanged:
+                get = operator.itemgetter(*unchanged)
+                carry = get if len(unchanged) > 1 else (lambda regs: (get(regs),))
             return _Plan(match, cfa.reg == abi.fp and abi.fp != abi.sp, cfa.offset, ra.offset, fp_offset,
-                         bool(rules.ra_mangled and abi.pointer_auth), slots, unchanged)
+                         bool(rules.ra_mangled and abi.pointer_auth), at_cfa, based, unchanged, carry)
         except Exception:             # malformed or unexpected: step says what it is
             return None
 
-    def step(self, frame: Frame, prev_cfa: Optional[int]) -> Union[Frame, Stop]:
-        """The caller of `frame`, an outer frame (not topmost, not restored from a signal frame)."""
-        pc = frame.pc
+    def _plan(self, pc: int) -> Optional[_Plan]:
         plans = self._plans
         if pc in plans:
-            plan = plans[pc]
-        else:
-            if len(plans) >= self.PLAN_LIMIT:
-                plans.clear()
-            plan = plans[pc] = self._compile(pc)
-        got = None if plan is None or frame.interrupted else self._apply(plan, frame, prev_cfa)
-        if got is None:
-            return step(frame, abi=self.abi, read=self.stack.fetch, find=self._find, topmost=False,
-                        prev_cfa=prev_cfa, **self._options)
-        return got
+            return plans[pc]
+        if len(plans) >= self.PLAN_LIMIT:
+            plans.clear()
+        plan = plans[pc] = self._compile(pc)
+        return plan
 
-    def walk(self, frame: Frame, count: int, *, prev_cfa: Optional[int] = None, increasing: bool = True,
-             go_on: Optional[Callable[[Frame], bool]] = None) -> List[Union[Frame, Stop]]:
+    def step(self, frame: Frame, prev_cfa: Optional[int]) -> Union[Frame, Stop]:
+        """The caller of `frame`, an outer frame (not topmost, not restored from a signal frame)."""
+        return self.walk(frame, 1, prev_cfa=prev_cfa)[0]
+
+    def walk(self, frame: Frame, count: int, *, prev_cfa: Optional[int] = None, increasing: bool = True,  # noqa: C901
+             go_on: Optional[Callable[[Frame], bool]] = None) -> List[Union[Frame, Stop]]:  # (one loop on purpose)
         """Up to `count` callers in a row, from `frame` outwards (as repeated steps would give).
 
         `increasing`: check that each CFA is above the previous one (from `prev_cfa` on), as
         `unwind.walk` does; a debugger that checks its frames itself may leave it to them.  The
         list ends early after a Stop, a frame restored from a signal frame (the adapter decides
-        how to go on from it), or a frame for which `go_on` says no.
+        how to go on from it), or a frame for which `go_on` says no (it is asked once per PC:
+        its answer may depend on the frame's PC only).
+
+        This loop is the hot path of whole backtraces: the plan's rule is applied inline, and
+        words come straight from the stack reader's current block; anything out of the ordinary goes
+        to `unwind.step`.
         """
         out: List[Union[Frame, Stop]] = []
+        abi = self.abi
+        ptr = abi.ptr_size
+        sp_val = abi.sp_val_offset
+        ra_reg = abi.ra_in_register
+        pac_mask = self._pac_mask
+        stack = self.stack
+        unpack = stack._unpack
+        slow_word = stack.word
+        plans = self._plans
+        plan_for = self._plan
+        append = out.append
+        sframe, signal = Method.SFRAME, Method.SIGNAL
+        mask = MASK64
+        asked: Dict[int, bool] = {}       # PC -> what go_on said of a frame there
+        data, lo, top = stack.block()
         for _ in range(count):
-            nxt = self.step(frame, prev_cfa if increasing else None)
-            out.append(nxt)
-            if isinstance(nxt, Stop) or nxt.method is Method.SIGNAL or (go_on is not None and not go_on(nxt)):
+            pc = frame.pc
+            plan = plans[pc] if pc in plans else plan_for(pc)
+            nxt: Optional[Frame] = None
+            while plan is not None and not frame.interrupted:   # one pass; `break` leaves it to step
+                match, fp_based, cfa_offset, ra_offset, fp_offset, strip, at_cfa, based, unchanged, carry = plan
+                sp, fp = frame.sp, frame.fp
+                if fp_based:
+                    if fp is None or fp < sp:
+                        break
+                    cfa = (fp + cfa_offset) & mask
+                else:
+                    cfa = (sp + cfa_offset) & mask
+                if cfa % ptr or cfa <= sp or (increasing and prev_cfa is not None and cfa <= prev_cfa):
+                    break
+                off = cfa + ra_offset - lo
+                raw = unpack(data, off)[0] if 0 <= off <= top else None
+                if raw is None:           # outside the current block
+                    raw = slow_word(cfa + ra_offset)
+                    data, lo, top = stack.block()
+                if not raw:               # unreadable, or zero (the outermost frame)
+                    break
+                if fp_offset is not None:
+                    off = cfa + fp_offset - lo
+                    fp = unpack(data, off)[0] if 0 <= off <= top else None
+                    if fp is None:
+                        fp = slow_word(cfa + fp_offset)
+                        data, lo, top = stack.block()
+                        if fp is None:
+                            break
+                if carry is None:
+                    regs: Dict[int, int] = {}
+                else:
+                    known = frame.regs
+                    try:
+                        regs = dict(zip(unchanged, carry(known)))
+                    except KeyError:      # some are unknown in the frame: carry the others
+                        regs = {reg: known[reg] for reg in unchanged if reg in known}
+                for reg, offset in at_cfa:
+                    off = cfa + offset - lo
+                    value = unpack(data, off)[0] if 0 <= off <= top else None
+                    if value is None:
+                        value = slow_word((cfa + offset) & mask)
+                        data, lo, top = stack.block()
+                    if value is not None:
+                        regs[reg] = value
+                if based:
+                    self._read_based(frame, based, regs)
+                    data, lo, top = stack.block()
+                nxt = Frame(strip_pac(raw, pac_mask) if strip else raw, (cfa + sp_val) & mask, fp,
+                            raw if ra_reg else None, regs, cfa, sframe, strip, False, frame.level + 1, match)
                 break
+            if nxt is None:
+                got = step(frame, abi=abi, read=stack.fetch, find=self._find, topmost=False,
+                           prev_cfa=prev_cfa if increasing else None, **self._options)
+                data, lo, top = stack.block()
+                append(got)
+                if isinstance(got, Stop) or got.method is signal:
+                    break
+                nxt = got
+            else:
+                append(nxt)
+            if go_on is not None:
+                verdict = asked.get(nxt.pc)
+                if verdict is None:
+                    verdict = asked[nxt.pc] = go_on(nxt)
+                if not verdict:
+                    break
             frame, prev_cfa = nxt, nxt.cfa
         return out
 
-    def _apply(self, plan: _Plan, frame: Frame, prev_cfa: Optional[int]) -> Optional[Frame]:
-        """The caller by `plan`, or None wherever step must decide (it then says why)."""
-        sp, fp = frame.sp, frame.fp
-        if plan.fp_based:
-            if fp is None or fp < sp:
-                return None
-            cfa = (fp + plan.cfa_offset) & MASK64
-        else:
-            cfa = (sp + plan.cfa_offset) & MASK64
-        abi = self.abi
-        if cfa % abi.ptr_size or cfa <= sp or (prev_cfa is not None and cfa <= prev_cfa):
-            return None
-        word = self.stack.word
-        raw = word(cfa + plan.ra_offset)
-        if not raw:                   # unreadable, or zero (the outermost frame)
-            return None
-        if plan.fp_offset is not None:
-            fp = word(cfa + plan.fp_offset)
-            if fp is None:
-                return None
-        regs: Dict[int, int] = {}
-        if plan.unchanged:
-            known = frame.regs
-            for reg in plan.unchanged:
-                value = known.get(reg)
-                if value is not None:
-                    regs[reg] = value
-        for reg, base, offset in plan.slots:
-            origin = cfa if base is None else frame.reg(abi, base)
+
+    def _read_based(self, frame: Frame, based: tuple, regs: Dict[int, int]) -> None:
+        """Into `regs`, the saved registers at [base register + offset] (x86-64 realigned frames)."""
+        for reg, base, offset in based:
+            origin = frame.reg(self.abi, base)
             if origin is not None:
-                value = word((origin + offset) & MASK64)
+                value = self.stack.word((origin + offset) & MASK64)
                 if value is not None:
                     regs[reg] = value
-        pc = strip_pac(raw, self._pac_mask) if plan.strip else raw
-        return Frame(pc, (cfa + abi.sp_val_offset) & MASK64, fp, raw if abi.ra_in_register else None, regs, cfa,
-                     Method.SFRAME, plan.strip, False, frame.level + 1, plan.match)
 
 
 def walk(initial: Frame, *, abi: abimod.ABIInfo, read: ReadMemory, find: FindIndex, limit: int = DEFAULT_DEPTH_LIMIT,

@@ -6,6 +6,10 @@ the byte offset and the rule, and no claimed count is trusted before it is check
 bytes that could hold it (memory stays proportional to the section size).
 """
 
+import array
+import bisect
+import itertools
+import operator
 import struct
 import sys
 from typing import Iterator, List, Optional, Tuple
@@ -100,6 +104,7 @@ class Section:
         self._words: dict = {}    # info byte -> unpacker of its data words
         self._fde_size = h.fde_size
         self._starts = self._start_view()
+        self._samples: Optional[array.array] = None
         self._read = self._reader()
 
     def _start_view(self):
@@ -144,9 +149,45 @@ class Section:
             field = self._start_fmt.unpack_from(self.data, off)[0]
         return self.section_addr + (off if self.pcrel else 0) + field
 
+    SAMPLE = 32       # every SAMPLE-th FDE's start is in the sample table of start_search
+
+    def _sample(self) -> "array.array":
+        """The start address of FDEs 0, SAMPLE, 2 * SAMPLE, ...: made at the first search (in C
+        where the start fields can be viewed in place), so that a search bisects it with the
+        bisect module and then probes at most SAMPLE - 1 FDEs in Python."""
+        n, k = len(self), self.SAMPLE
+        base = self.section_addr
+        if self._starts is not None:
+            view, stride = self._starts
+            fields = view[::stride * k]
+            if self.pcrel:
+                step = k * self._fde_size
+                base += self.fde_base
+                starts = map(operator.add, fields, range(base, base + len(fields) * step, step))
+            else:
+                starts = map(operator.add, fields, itertools.repeat(base))
+        else:
+            starts = map(self.start_of, range(0, n, k))
+        table = array.array("Q")
+        try:
+            table.extend(starts)
+        except OverflowError:     # out of the table's range: no sample, every search probes in Python
+            table = array.array("Q")
+        self._samples = table
+        return table
+
     def start_search(self, pc: int, n: int) -> int:
         """Number of FDEs (in stored order, assumed sorted) whose start is <= pc: a bisect."""
         lo, hi = 0, n
+        samples = self._samples
+        if samples is None:
+            samples = self._sample()
+        if samples and len(samples) == (n + self.SAMPLE - 1) // self.SAMPLE:
+            j = bisect.bisect_right(samples, pc)
+            if j == 0:
+                return 0
+            lo = (j - 1) * self.SAMPLE + 1
+            hi = min(j * self.SAMPLE, n)
         base = self.section_addr
         size = self._fde_size
         if self.pcrel:

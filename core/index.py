@@ -47,6 +47,7 @@ class SFrameIndex:
         self._funcs: Dict[int, _FuncCache] = {}
         self._fdes: Dict[int, FDE] = {}
         self._range: Optional[Tuple[int, int]] = None
+        self._rules: Dict[tuple, FrameRules] = {}   # (FDE info2, FRE info, data words) -> their rules
         self.saves: Dict[int, object] = {}    # function start -> save-slot facts (core.saves)
 
     @property
@@ -102,6 +103,10 @@ class SFrameIndex:
             lo = self.section.start_search(pc, n)
         k = lo - 1
         if k < 0:
+            if order is None and n > 1 and start(1) < start(0):
+                # Below the first FDE: that first FDE's neighbour is checked as a hit's would be.
+                raise SFrameError(self.section.fde_base + self.header.fde_size,
+                                  "FDE 1 starts before FDE 0 though the section is flagged sorted")
             return None
         i = order[k] if order else k
         fde = self._fdes.get(i)
@@ -131,6 +136,19 @@ class SFrameIndex:
     def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         return self._func(fde).fres
 
+    def _interpret(self, fde: FDE, fre: FRE) -> FrameRules:
+        """interpret(), memoized by what the rules depend on: the FDE type and the FRE's info byte
+        and data words (a section repeats few of them).  A malformed FRE is never remembered, so
+        its error always names its own offset."""
+        key = (fde.info2, fre.info, fre.words)
+        rules = self._rules.get(key)
+        if rules is None:
+            rules = interpret(self.header, fde, fre)
+            if len(self._rules) >= self.CACHE_LIMIT:
+                self._rules.clear()
+            self._rules[key] = rules
+        return rules
+
     def rows(self, fde: FDE) -> List[Tuple[int, FrameRules]]:
         """[(address, rules)] of each FRE of a function, in order (PC-mask FDEs: the first block)."""
         f = self._func(fde)
@@ -138,7 +156,7 @@ class SFrameIndex:
         for j, fre in enumerate(f.fres):
             rules = f.rules[j]
             if rules is None:
-                rules = f.rules[j] = interpret(self.header, fde, fre)
+                rules = f.rules[j] = self._interpret(fde, fre)
             out.append((fde.start + fre.start, rules))
         return out
 
@@ -160,5 +178,5 @@ class SFrameIndex:
             return None
         rules = f.rules[j]
         if rules is None:
-            rules = f.rules[j] = interpret(self.header, fde, f.fres[j])
+            rules = f.rules[j] = self._interpret(fde, f.fres[j])
         return Match(fde, f.fres[j], rules, pc)

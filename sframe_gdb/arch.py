@@ -8,6 +8,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
+import gdb
+
 from ..core import abi as abimod
 from ..core.format import MASK64
 
@@ -40,6 +42,7 @@ class Arch:
     word: object = None                           # gdb.Type of SP: the size of every register saved
     values: dict = field(default_factory=dict)    # int -> gdb.Value of `word` (values recur frame after frame)
     order: str = ""                               # the byte order of `values` (one gdb.Architecture has one)
+    shapes: dict = field(default_factory=dict)    # which registers a caller has -> (ids, own types or None)
 
     @property
     def pc_names(self):
@@ -60,13 +63,12 @@ class Arch:
         UnwindInfo.add_saved_register takes fastest (a name is looked up among every register
         name on each call: on GDB 13 a third of the cost of saving a register)."""
         order = "big" if abi.big_endian else "little"
-        if order != self.order:
-            self.values, self.order = {}, order
-        if self.word is not None and self.regids_for is abi:
+        if self.word is not None and self.regids_for is abi and order == self.order:
             return
-        import gdb
         if self.word is None:
             self.word = pf.read_register(self.sp).type
+        if order != self.order or not isinstance(self.values, _Values):
+            self.values, self.order = _Values(self.word, order), order
         try:
             descs = {d.name: d for d in pf.architecture().registers()}
         except (AttributeError, gdb.error):
@@ -85,20 +87,45 @@ class Arch:
         self.pc_ids = tuple(self.ids[n] for n in self.pc_names)
         self.regids = {r: self.ids[n] for r, n in regnames.items() if n is not None}
         self.regids_for = abi
+        self.shapes = {}
 
-    def value(self, n, own=None, order="little"):
-        """A gdb.Value with the bits of `n`, for a register of `word`'s size (remembered in
-        `values`) or of type `own`."""
-        import gdb
-        if own is not None:
-            return gdb.Value((n & MASK64).to_bytes(own.sizeof, order), own)
+    def saved(self, frame):
+        """(register ids, gdb.Values) of what GDB is given for a caller the core unwound: its PC
+        (under each of its names), SP, FP, RA and callee-saved registers, where known.  The ids
+        are worked out once per set of registers present; values recur, and come from `values`."""
+        regs = frame.regs
+        fp = frame.fp
+        ra = frame.ra if self.ra is not None else None
+        key = (fp is None, ra is None, *regs)
+        shape = self.shapes.get(key)
+        if shape is None:
+            shape = self._shape(key[:2], tuple(regs))
+        nums = [frame.pc] * len(self.pc_ids)
+        nums.append(frame.sp)
+        if fp is not None:
+            nums.append(fp)
+        if ra is not None:
+            nums.append(ra)
+        nums += regs.values()
+        owns = shape[1]
+        if owns is None:
+            return shape[0], tuple(map(self.values.__getitem__, nums))
         values = self.values
-        v = values.get(n)
-        if v is None:
-            if len(values) >= 8192:
-                values.clear()
-            v = values[n] = gdb.Value((n & MASK64).to_bytes(self.word.sizeof, order), self.word)
-        return v
+        return shape[0], tuple([values[n] if own is None else _value(n, own, self.order) for n, own in zip(nums, owns)])
+
+    def _shape(self, absent, regnums):
+        entries = list(self.pc_ids) + [self.ids[self.sp]]
+        if not absent[0]:
+            entries.append(self.ids[self.fp])
+        if not absent[1]:
+            entries.append(self.ids[self.ra])
+        entries += [self.regids[r] for r in regnums]
+        owns = tuple(own for _ident, own in entries)
+        shape = (tuple(ident for ident, _own in entries), None if all(o is None for o in owns) else owns)
+        if len(self.shapes) >= 1024:
+            self.shapes.clear()
+        self.shapes[absent + regnums] = shape
+        return shape
 
     def reg_name(self, abi, regnum):
         """GDB's name of DWARF register `regnum` (None for columns that are not registers)."""
@@ -107,10 +134,31 @@ class Arch:
         return abi.regnames.get(regnum)
 
 
+class _Values(dict):
+    """int -> gdb.Value of a register-sized type: made on first use, then shared (return addresses,
+    function starts and unchanged registers recur frame after frame).  Bounded."""
+    LIMIT = 8192
+
+    def __init__(self, word, order):
+        super().__init__()
+        self.word = word
+        self.order = order
+
+    def __missing__(self, n):
+        if len(self) >= self.LIMIT:
+            self.clear()
+        v = self[n] = _value(n, self.word, self.order)
+        return v
+
+
+def _value(n, typ, order):
+    """A gdb.Value of type `typ` with the bits of `n`."""
+    return gdb.Value((n & MASK64).to_bytes(typ.sizeof, order), typ)
+
+
 def reg_int(value, big_endian):
     """A register's contents as an unsigned integer: its bits, also for floating-point registers
     (s390x leaf functions keep saved GPRs in FPRs)."""
-    import gdb
     t = value.type.strip_typedefs()
     if t.code in (gdb.TYPE_CODE_INT, gdb.TYPE_CODE_PTR, gdb.TYPE_CODE_ENUM, gdb.TYPE_CODE_BOOL,
                   gdb.TYPE_CODE_CHAR):

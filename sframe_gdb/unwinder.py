@@ -12,6 +12,9 @@ default) a frame whose PC GDB's DWARF unwinder can handle is declined too (core.
 loading the plugin changes nothing where DWARF CFI exists.
 """
 
+from collections import deque
+from operator import itemgetter
+
 import gdb
 import gdb.unwinder
 
@@ -47,6 +50,19 @@ else:
             self.pc = pc
 
 
+class Answer(tuple):
+    """GDB's answer for a frame, prepared ahead (see _prepare), as a plain tuple: it is its own
+    frame id (GDB reads `sp` and `pc`; any object with them will do), and a tuple costs neither a
+    Python __init__ nor, once its items are plain, the garbage collector's attention."""
+    __slots__ = ()
+    sp = property(itemgetter(0))        # the CFA (gdb.Value)
+    pc = property(itemgetter(1))        # the function's start (gdb.Value)
+    # 2: the caller (core Frame), 3: the frame's PC, 4: register ids, 5: their gdb.Values,
+    # 6: the Arch, 7: the ABIInfo
+
+
+_answer = tuple.__new__
+
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2
 # Frames unwound ahead at once, when GDB asks for a frame this unwinder produced: few at first
@@ -63,13 +79,14 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._produced = {}       # frame level -> (core Frame, Arch, ABIInfo) this unwinder gave that frame
         self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead
         self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare)
+        self._given = {}          # frame level -> the _ready answer GDB took (stands for the three above)
         self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
         self._chunk = FIRST_AHEAD
         self._verdicts = {}       # caller PC -> None (SFrame takes it) or (why not, always log), this unwind
         self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.ahead.Ahead, for the current modules
         self._generation = None   # the tracker's generation the walkers were made for
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
-        self.last = {}            # level -> (pc, cfa, Frame) of frames unwound by SFrame, for commands
+        self._last = {}           # level -> (pc, cfa, Frame) of frames unwound by SFrame (see `last`)
         self._inferior = None
         self._dwarf = None        # are GDB's DWARF unwinders on (None: not asked since the last prompt or unwind)
         self._cfi_both = {}       # pc -> CfiRange: DWARF CFI covers pc and pc - 1 (mode auto declines at once)
@@ -86,10 +103,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._produced = {}
         self._ahead = {}
         self._ready = {}
+        self._given = {}
         self._next = None
         self._chunk = FIRST_AHEAD
         self._verdicts = {}
-        self.last = {}
+        self._last = {}
         self._dwarf = None
         for walker in self._walkers.values():
             walker.new_unwind()
@@ -113,6 +131,34 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _note(self, level, kind, pc):
         self._levels[level] = (kind, pc)
 
+    # A prepared answer GDB took is recorded once, in _given (the hot path makes nothing more):
+    # what it says of its level (kind, `last`) and of the level above (`_produced`) is read here.
+
+    def _level_record(self, level):
+        """(OURS | DECLINED, pc) of a level seen in this unwind, or None."""
+        rec = self._levels.get(level)
+        if rec is None:
+            given = self._given.get(level)
+            if given is not None:
+                rec = (OURS, given[3])
+        return rec
+
+    def _produced_at(self, level):
+        """(core Frame, Arch, ABIInfo) this unwinder gave the frame at `level`, or None."""
+        known = self._produced.get(level)
+        if known is None:
+            given = self._given.get(level - 1)
+            if given is not None:
+                known = (given[2], given[6], given[7])
+        return known
+
+    @property
+    def last(self):
+        """level -> (pc, cfa, Frame) of the frames SFrame unwound in the current unwind (for commands)."""
+        got = {level: (given[3], given[2].cfa, given[2]) for level, given in self._given.items()}
+        got.update(self._last)
+        return got
+
     def _arch(self, pf):
         a = pf.architecture()
         info = self._arches.get(a, False)
@@ -130,9 +176,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if level == 0:
             return True
         k = level - 1
-        levels = self._levels
         while k >= 0:
-            rec = levels.get(k)
+            rec = self._level_record(k)
             if rec is not None:
                 if rec[0] == OURS:
                     return False
@@ -181,7 +226,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         return None
 
     def _unwind(self, pf, plugin, level):
-        if level == 0 or level in self._levels:
+        if level == 0 or level in self._levels or level in self._given:
             # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
             self._new_unwind()
         self._next = None
@@ -190,7 +235,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             return None
         if step is None:
             _import_core()
-        known = self._produced.get(level)
+        known = self._produced_at(level)
         if known is not None:
             return self._chained(pf, plugin, ms, level, *known)
         arch = self._arch(pf)
@@ -283,8 +328,13 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             walker = self._walkers[(abi.sframe_abi, callee_saved)] = Ahead(abi, self._read, ms.find, callee_saved=callee_saved,
                                                                symbolize=symbol_at)
 
+        verdicts = self._verdicts
+
         def go_on(caller):
-            return not isinstance(self._chain_verdict(ms, arch, abi, level + 1, caller.pc)[0], str)
+            verdict = verdicts.get(caller.pc)
+            if verdict is None:
+                verdict = self._chain_verdict(ms, arch, abi, level + 1, caller.pc)
+            return verdict[0].__class__ is not str
 
         got = walker.walk(frame, self._chunk, go_on=go_on, increasing=False)
         self._chunk = min(2 * self._chunk, MAX_AHEAD)
@@ -293,57 +343,33 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             arch.prepare(pf, abi)
         pc = frame.pc
         ahead, ready = self._ahead, self._ready
+        saved, values = arch.saved, arch.values
+        signal = Method.SIGNAL
         for k, res in enumerate(got, level):
             ahead[k] = res
             if isinstance(res, Stop):
                 break
-            if prepare and res.method is not Method.SIGNAL:
-                ready[k] = self._prepare(arch, abi, k, pc, res)
+            if prepare and res.method is not signal:
+                # As _prepare gives it, without the call.
+                ids, vals = saved(res)
+                func = res.match.fde.start if res.match is not None else pc
+                ready[k] = _answer(Answer, (values[res.cfa], values[func], res, pc, ids, vals, arch, abi))
             pc = res.pc
         return got[0]
 
-    def _prepare(self, arch, abi, level, pc, res):
-        """GDB's answer for the frame at `level` (PC `pc`) whose caller is `res`, as _give takes
-        it: the frame id, the caller's registers as (register, gdb.Value), and the records kept
-        once GDB has taken it."""
-        values = arch.values
-        word = arch.value
-        order = arch.order
-        v = values.get(res.cfa)
-        cfa = v if v is not None else word(res.cfa, None, order)
+    def _prepare(self, arch, abi, pc, res):
+        """GDB's Answer for the frame at PC `pc` whose caller is `res`: the frame id (CFA and
+        function start), the caller, the PC, the registers to save (ids and gdb.Values), the Arch
+        and the ABIInfo."""
+        ids, vals = arch.saved(res)
         func = res.match.fde.start if res.match is not None else pc
-        v = values.get(func)
-        fid = FrameId(cfa, v if v is not None else word(func, None, order))
-        regs = []
-        ids = arch.ids
-        n = res.pc
-        v = values.get(n)
-        v = v if v is not None else word(n, None, order)
-        for ident, own in arch.pc_ids:
-            regs.append((ident, v if own is None else word(n, own, order)))
-        for name, n in ((arch.sp, res.sp), (arch.fp, res.fp), (arch.ra, res.ra if arch.ra is not None else None)):
-            if n is not None:
-                ident, own = ids[name]
-                v = values.get(n) if own is None else None
-                regs.append((ident, v if v is not None else word(n, own, order)))
-        regids = arch.regids
-        for regnum, n in res.regs.items():
-            # The caller's callee-saved registers that the save-slot analysis recovered.
-            ident, own = regids[regnum]
-            v = values.get(n) if own is None else None
-            regs.append((ident, v if v is not None else word(n, own, order)))
-        return fid, regs, (OURS, pc), (pc, res.cfa, res), (res, arch, abi)
+        return _answer(Answer, (arch.values[res.cfa], arch.values[func], res, pc, ids, vals, arch, abi))
 
     def _give(self, pf, level, ready):
-        """Answer GDB with a prepared UnwindInfo (see _prepare)."""
-        fid, regs, note, last, produced = ready
-        ui = pf.create_unwind_info(fid)
-        add = ui.add_saved_register
-        for ident, value in regs:
-            add(ident, value)
-        self._levels[level] = note
-        self.last[level] = last
-        self._produced[level + 1] = produced
+        """Answer GDB with a prepared Answer (see _prepare)."""
+        ui = pf.create_unwind_info(ready)
+        deque(map(ui.add_saved_register, ready[4], ready[5]), 0)    # each register, without a Python loop
+        self._given[level] = ready
         self._next = level + 1
         return ui
 
@@ -381,15 +407,16 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
                 level, pc, res.method.value, res.cfa, res.pc, res.sp,
                 "" if res.fp is None else " fp %#x" % res.fp, module.path))
-        return self._give(pf, level, self._prepare(arch, abi, level, pc, res))
+        return self._give(pf, level, self._prepare(arch, abi, pc, res))
 
     def _outermost(self, pf, arch, level, pc, found, stop):
         """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
         index, module = found
         match = index.lookup(pc)
         func = match.fde.start if match is not None else pc
-        sp = self._produced[level][0].sp if level in self._produced else int(pf.read_register(arch.sp)) & MASK64
-        self.last[level] = (pc, sp, None)
+        known = self._produced_at(level)
+        sp = known[0].sp if known is not None else int(pf.read_register(arch.sp)) & MASK64
+        self._last[level] = (pc, sp, None)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: outermost frame (%s)" % (level, pc, stop.message))
         return pf.create_unwind_info(FrameId(gdb.Value(sp), gdb.Value(func)))

@@ -132,19 +132,22 @@ Prints each disagreement and two summary lines:
 
     def _walk(self, max_frames, ours):
         from ...core import verify as verifymod
-        facts = []
+        frames = []
         f = gdb.newest_frame()
-        last = self.plugin.unwinder.last
-        while f is not None and len(facts) < max_frames:
-            level = f.level()
-            pc = int(f.pc()) & MASK64
-            rec = last.get(level) if ours else None
-            sframe = rec is not None and rec[0] == pc and rec[2] is not None
-            facts.append(verifymod.FrameFact(level, pc, frame_cfa(f), sframe, f.name() or "", self._regs(f)))
+        while f is not None and len(frames) < max_frames:
+            frames.append(f)
             try:
                 f = f.older()
             except gdb.error:
                 break
+        last = self.plugin.unwinder.last if ours else {}     # what the unwinder did in this walk
+        facts = []
+        for f in frames:
+            level = f.level()
+            pc = int(f.pc()) & MASK64
+            rec = last.get(level)
+            sframe = rec is not None and rec[0] == pc and rec[2] is not None
+            facts.append(verifymod.FrameFact(level, pc, frame_cfa(f), sframe, f.name() or "", self._regs(f)))
         return facts
 
     @staticmethod
