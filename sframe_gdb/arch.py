@@ -147,7 +147,8 @@ class _Values(dict):
     def __missing__(self, n):
         if len(self) >= self.LIMIT:
             self.clear()
-        v = self[n] = _value(n, self.word, self.order)
+        word = self.word
+        v = self[n] = gdb.Value((n & MASK64).to_bytes(word.sizeof, self.order), word)    # as _value makes it
         return v
 
 
