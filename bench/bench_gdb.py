@@ -10,7 +10,8 @@
    also the callee-saved registers, what the plugin gives) and does no SFrame work, the least any
    Python unwinder can cost; the plugin (DWARF unwinders off), with callee-saved recovery on and
    off.  The configurations take turns for R rounds and the best of each is shown, with
-   plugin/DWARF (target <= 1.0 on GDB 18) and plugin/floor (target <= 1.25).  The same on a core
+   plugin/DWARF (target <= 1.0 on GDB 18) and plugin/floor (target <= 1.25); so are the
+   medians of the ratios within each round (paired: this machine's speed drifts between rounds).  The same on a core
    file of the same stop, and `sframe backtrace CORE` against `gdb -batch -ex bt EXE CORE`, as
    whole processes.
 2. debug: the one figure with -g: `bt` prints every argument there, which costs GDB far more
@@ -30,6 +31,7 @@ GDB 13 is the host's (programs built by the host toolchain, SFrame V1), GDB 18 t
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -168,6 +170,7 @@ HELPER = textwrap.dedent('''
                         if r:         # round 0 warms GDB's caches up
                             key = "%s-%s" % (what, config)
                             best[key] = (min(t, best.get(key, (t,))[0]), n)
+                            gdb.write("ROUND %d %s %.6f\\n" % (r, key, t))
             _configure("dwarf", dwarf_off)
             for key, (t, n) in best.items():
                 gdb.write("TIME %s %.6f %.6f %d\\n" % (key, t, t, n))
@@ -248,7 +251,14 @@ def _compare_lines(which, rounds):
             "bench-compare %d %s %s" % (rounds, which, " ".join(CONFIGS))]
 
 
-def _print_compare(which, what, t):
+def _paired(rounds, a, b):
+    """The median over rounds of a's time / b's time in the same round: the configurations of a
+    round run back to back, so a change of the machine's speed between rounds cancels out."""
+    ratios = [r[a] / r[b] for r in rounds.values() if a in r and b in r and r[b]]
+    return statistics.median(ratios) if ratios else float("nan")
+
+
+def _print_compare(which, what, t, rounds):
     frames = t["walk-dwarf"][1]
     print("%s: %s, %d frames; best of the rounds, same GDB run:" % (which, what, frames))
     for key in CONFIGS:
@@ -263,11 +273,23 @@ def _print_compare(which, what, t):
             "", ratio(p, d), " (target <= 1.0)" if which == "gdb18" else "", ratio(p, f), ratio(f, d)))
         print("  %-10s same registers given: plugin/floor-with-callee-saved %.2f, "
               "callee-saved off: plugin/floor %.2f, plugin/DWARF %.2f" % ("", ratio(p, fs), ratio(n, f), ratio(n, d)))
+        k = kind + "-"
+        print("  %-10s paired (median over %d rounds of the ratio within a round): plugin/DWARF %.2f, "
+              "plugin/floor %.2f, plugin/floor-with-callee-saved %.2f; callee-saved off: plugin/floor %.2f" % (
+                  "", len(rounds), _paired(rounds, k + "plugin", k + "dwarf"), _paired(rounds, k + "plugin", k + "floor"),
+                  _paired(rounds, k + "plugin", k + "floor-saves"), _paired(rounds, k + "plugin-nosaves", k + "floor")))
 
 
 def _parse(out):
     return {m.group(1): (float(m.group(2)), int(m.group(4)))
             for m in re.finditer(r"^TIME (\S+) (\S+) (\S+) (\d+)$", out, re.M)}
+
+
+def _parse_rounds(out):
+    rounds = {}
+    for m in re.finditer(r"^ROUND (\d+) (\S+) (\S+)$", out, re.M):
+        rounds.setdefault(int(m.group(1)), {})[m.group(2)] = float(m.group(3))
+    return rounds
 
 
 def bench_deep_bt(which, work, depth, rounds):
@@ -283,14 +305,14 @@ def bench_deep_bt(which, work, depth, rounds):
     if not all("%s-%s" % (k, c) in t for k in ("bt", "walk") for c in CONFIGS):
         print(out[-3000:])
         raise SystemExit("%s: deep backtrace benchmark did not run" % which)
-    _print_compare(which, "live process, recursion built -O2 -fomit-frame-pointer without -g", t)
+    _print_compare(which, "live process, recursion built -O2 -fomit-frame-pointer without -g", t, _parse_rounds(out))
     lines = ["file %s" % exe, "core %s" % core] + _compare_lines(which, rounds)
     _t, out = run_gdb(which, lines, work)
     t = _parse(out)
     if not all("%s-%s" % (k, c) in t for k in ("bt", "walk") for c in CONFIGS):
         print(out[-3000:])
         raise SystemExit("%s: core-file backtrace benchmark did not run" % which)
-    _print_compare(which, "core file of the same stop", t)
+    _print_compare(which, "core file of the same stop", t, _parse_rounds(out))
     bench_cli_core(which, exe, core)
 
 

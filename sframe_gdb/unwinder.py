@@ -76,10 +76,9 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self.plugin = plugin
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
-        self._produced = {}       # frame level -> (core Frame, Arch, ABIInfo) this unwinder gave that frame
         self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead
         self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare)
-        self._given = {}          # frame level -> the _ready answer GDB took (stands for the three above)
+        self._given = {}          # frame level -> the Answer GDB took (stands for the level's records)
         self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
         self._chunk = FIRST_AHEAD
         self._verdicts = {}       # caller PC -> None (SFrame takes it) or (why not, always log), this unwind
@@ -100,7 +99,6 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _new_unwind(self):
         self._levels = {}
-        self._produced = {}
         self._ahead = {}
         self._ready = {}
         self._given = {}
@@ -131,8 +129,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _note(self, level, kind, pc):
         self._levels[level] = (kind, pc)
 
-    # A prepared answer GDB took is recorded once, in _given (the hot path makes nothing more):
-    # what it says of its level (kind, `last`) and of the level above (`_produced`) is read here.
+    # An Answer GDB took is recorded once, in _given (the hot path makes nothing more): what it
+    # says of its level (kind, `last`) and of the level above (what was produced there) is read here.
 
     def _level_record(self, level):
         """(OURS | DECLINED, pc) of a level seen in this unwind, or None."""
@@ -145,12 +143,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _produced_at(self, level):
         """(core Frame, Arch, ABIInfo) this unwinder gave the frame at `level`, or None."""
-        known = self._produced.get(level)
-        if known is None:
-            given = self._given.get(level - 1)
-            if given is not None:
-                known = (given[2], given[6], given[7])
-        return known
+        given = self._given.get(level - 1)
+        return None if given is None else (given[2], given[6], given[7])
 
     @property
     def last(self):
