@@ -107,6 +107,10 @@ HELPER = textwrap.dedent('''
             super().__init__("bench-floor-record", gdb.COMMAND_USER)
 
         def invoke(self, arg, from_tty):
+            # The registers are read from the plugin's frames (each carries its registers): reading a
+            # callee-saved register of frame N through DWARF's "same value" rules walks N frames, which
+            # makes recording 20,000 frames quadratic.  The plugin's values equal DWARF's (test_gdb).
+            _configure("plugin", _dwarf_off(arg.strip()))
             gdb.invalidate_cached_frames()
             f = gdb.newest_frame()
             descs = {d.name: d for d in f.architecture().registers()}
@@ -122,6 +126,12 @@ HELPER = textwrap.dedent('''
                     table[f.level()] = (FrameId(gdb.Value(int(o.read_register("rsp"))), gdb.Value(f.pc())), regs)
                     f = o
                 gdb.write("%s: %d frames recorded\\n" % (kind, len(table)))
+            _configure("dwarf", _dwarf_off(arg.strip()))
+
+    def _dwarf_off(which):
+        if which == "gdb13":
+            return ("maint set dwarf unwinders off", "maint set dwarf unwinders on")
+        return ("maint frame-unwinder disable -name dwarf2", "maint frame-unwinder enable -name dwarf2")
 
     def _plugin():
         for u in gdb.frame_unwinders:
@@ -151,10 +161,7 @@ HELPER = textwrap.dedent('''
             # bench-compare ROUNDS GDBVERSION CONFIG...
             words = arg.split()
             rounds, which, configs = int(words[0]), words[1], words[2:]
-            if which == "gdb13":
-                dwarf_off = ("maint set dwarf unwinders off", "maint set dwarf unwinders on")
-            else:
-                dwarf_off = ("maint frame-unwinder disable -name dwarf2", "maint frame-unwinder enable -name dwarf2")
+            dwarf_off = _dwarf_off(which)
             best = {}
             for r in range(rounds + 1):
                 for config in configs:
@@ -247,7 +254,7 @@ CONFIGS = ("dwarf", "floor", "floor-saves", "plugin", "plugin-nosaves")
 
 def _compare_lines(which, rounds):
     """Record the floor's table from GDB's own frames, then time every configuration."""
-    return ["source %s" % PLUGIN, "bench-floor-record",
+    return ["source %s" % PLUGIN, "bench-floor-record %s" % which,
             "bench-compare %d %s %s" % (rounds, which, " ".join(CONFIGS))]
 
 

@@ -306,4 +306,26 @@ def walk(initial: Frame, *, abi: abimod.ABIInfo, read: ReadMemory, find: FindInd
     step_options = {k: v for k, v in options.items() if k not in ("callee_saved", "symbolize", "pac_mask")}
     ahead = Ahead(abi, read, find, callee_saved=options.get("callee_saved", False), symbolize=options.get("symbolize"),
                   pac_mask=options.get("pac_mask", DEFAULT_PAC_MASK), **step_options)
-    return unwind_walk(initial, abi=abi, read=read, find=find, limit=limit, outer=ahead.step, **options)
+    return unwind_walk(initial, abi=abi, read=read, find=find, limit=limit, outer=_Chunks(ahead), **options)
+
+
+class _Chunks:
+    """`Ahead.step` for a walk from one frame to the next: the callers are unwound in chunks
+    (8 at first, twice as many each time, up to 1,024) and given one at a time, so a deep stack
+    pays the set-up of `Ahead.walk` once per chunk, not once per frame."""
+
+    def __init__(self, ahead: Ahead):
+        self._ahead = ahead
+        self._next: List[Union[Frame, Stop]] = []     # the rest of the chunk, the next caller last
+        self._last: Optional[Frame] = None             # the caller given last
+        self._size = 8
+
+    def __call__(self, frame: Frame, prev_cfa: Optional[int]) -> Union[Frame, Stop]:
+        if not self._next or frame is not self._last:
+            got = self._ahead.walk(frame, self._size, prev_cfa=prev_cfa)
+            self._size = min(2 * self._size, 1024)
+            got.reverse()
+            self._next = got
+        nxt = self._next.pop()
+        self._last = nxt if isinstance(nxt, Frame) else None
+        return nxt
