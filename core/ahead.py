@@ -288,7 +288,6 @@ class Ahead:
             frame, prev_cfa = nxt, nxt.cfa
         return out
 
-
     def _read_based(self, frame: Frame, based: tuple, regs: Dict[int, int]) -> None:
         """Into `regs`, the saved registers at [base register + offset] (x86-64 realigned frames)."""
         for reg, base, offset in based:
