@@ -33,6 +33,15 @@ from .unwind import (
 )
 from .unwind import walk as unwind_walk
 
+# Callers unwound at once: few at first (`bt 3`, `up` need few), twice as many each time after (a
+# whole backtrace needs all), up to MAX_CHUNK.
+FIRST_CHUNK, MAX_CHUNK = 8, 1024
+
+
+def next_chunk(size: int) -> int:
+    """How many callers to unwind at once after a chunk of `size`."""
+    return min(2 * size, MAX_CHUNK)
+
 
 class _Plan(NamedTuple):
     """One caller PC's step, precomputed."""
@@ -310,19 +319,19 @@ def walk(initial: Frame, *, abi: abimod.ABIInfo, read: ReadMemory, find: FindInd
 
 class _Chunks:
     """`Ahead.step` for a walk from one frame to the next: the callers are unwound in chunks
-    (8 at first, twice as many each time, up to 1,024) and given one at a time, so a deep stack
-    pays the set-up of `Ahead.walk` once per chunk, not once per frame."""
+    (FIRST_CHUNK, then next_chunk) and given one at a time, so a deep stack pays the set-up of
+    `Ahead.walk` once per chunk, not once per frame."""
 
     def __init__(self, ahead: Ahead):
         self._ahead = ahead
         self._next: List[Union[Frame, Stop]] = []     # the rest of the chunk, the next caller last
         self._last: Optional[Frame] = None             # the caller given last
-        self._size = 8
+        self._size = FIRST_CHUNK
 
     def __call__(self, frame: Frame, prev_cfa: Optional[int]) -> Union[Frame, Stop]:
         if not self._next or frame is not self._last:
             got = self._ahead.walk(frame, self._size, prev_cfa=prev_cfa)
-            self._size = min(2 * self._size, 1024)
+            self._size = next_chunk(self._size)
             got.reverse()
             self._next = got
         nxt = self._next.pop()

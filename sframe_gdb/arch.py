@@ -147,8 +147,7 @@ class _Values(dict):
     def __missing__(self, n):
         if len(self) >= self.LIMIT:
             self.clear()
-        word = self.word
-        v = self[n] = gdb.Value((n & MASK64).to_bytes(word.sizeof, self.order), word)    # as _value makes it
+        v = self[n] = _value(n, self.word, self.order)
         return v
 
 

@@ -26,17 +26,18 @@ from .symbols import symbol_at
 
 # core.unwind is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
-Ahead = None
+Ahead = FIRST_CHUNK = next_chunk = None
 
 
 def _import_core():
     global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe, LazyRegisters, Ahead
+    global FIRST_CHUNK, next_chunk
     from ..core import ahead as _ahead
     from ..core import sigframe as _sigframe
     from ..core import unwind as _u
     frame_from_registers, lookup_address, LazyRegisters = _u.frame_from_registers, _u.lookup_address, _u.LazyRegisters
     Method, Stop, StopReason, step, sigframe = _u.Method, _u.Stop, _u.StopReason, _u.step, _sigframe
-    Ahead = _ahead.Ahead
+    Ahead, FIRST_CHUNK, next_chunk = _ahead.Ahead, _ahead.FIRST_CHUNK, _ahead.next_chunk
 
 if hasattr(gdb.unwinder, "FrameId"):                 # GDB 14 and later
     FrameId = gdb.unwinder.FrameId
@@ -51,9 +52,9 @@ else:
 
 
 class Answer(tuple):
-    """GDB's answer for a frame, prepared ahead (see _prepare), as a plain tuple: it is its own
-    frame id (GDB reads `sp` and `pc`; any object with them will do), and a tuple costs neither a
-    Python __init__ nor, once its items are plain, the garbage collector's attention."""
+    """GDB's answer for a frame, prepared ahead (see _prepare), as a tuple: it is its own frame id
+    (GDB reads `sp` and `pc`; any object with them will do), made without a Python __init__ and
+    without a separate frame-id object."""
     __slots__ = ()
     sp = property(itemgetter(0))        # the CFA (gdb.Value)
     pc = property(itemgetter(1))        # the function's start (gdb.Value)
@@ -61,13 +62,10 @@ class Answer(tuple):
     # 6: the Arch, 7: the ABIInfo
 
 
-_answer = tuple.__new__
+_new_answer = tuple.__new__
 
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2
-# Frames unwound ahead at once, when GDB asks for a frame this unwinder produced: few at first
-# (`bt 3`, `up` need few), twice as many each time after (a whole backtrace needs all).
-FIRST_AHEAD, MAX_AHEAD = 8, 1024
 
 
 class SFrameUnwinder(gdb.unwinder.Unwinder):
@@ -80,7 +78,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare)
         self._given = {}          # frame level -> the Answer GDB took (stands for the level's records)
         self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
-        self._chunk = FIRST_AHEAD
+        self._chunk = None        # how many frames to unwind ahead next (None: core.ahead.FIRST_CHUNK)
         self._verdicts = {}       # caller PC -> None (SFrame takes it) or (why not, always log), this unwind
         self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.ahead.Ahead, for the current modules
         self._generation = None   # the tracker's generation the walkers were made for
@@ -103,7 +101,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._ready = {}
         self._given = {}
         self._next = None
-        self._chunk = FIRST_AHEAD
+        self._chunk = None
         self._verdicts = {}
         self._last = {}
         self._dwarf = None
@@ -330,24 +328,22 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 verdict = self._chain_verdict(ms, arch, abi, level + 1, caller.pc)
             return verdict[0].__class__ is not str
 
-        got = walker.walk(frame, self._chunk, go_on=go_on, increasing=False)
-        self._chunk = min(2 * self._chunk, MAX_AHEAD)
+        chunk = self._chunk or FIRST_CHUNK
+        got = walker.walk(frame, chunk, go_on=go_on, increasing=False)
+        self._chunk = next_chunk(chunk)
         prepare = not self.plugin.debug
         if prepare:
             arch.prepare(pf, abi)
         pc = frame.pc
         ahead, ready = self._ahead, self._ready
-        saved, values = arch.saved, arch.values
+        answer = self._prepare
         signal = Method.SIGNAL
         for k, res in enumerate(got, level):
             ahead[k] = res
             if isinstance(res, Stop):
                 break
             if prepare and res.method is not signal:
-                # As _prepare gives it, without the call.
-                ids, vals = saved(res)
-                func = res.match.fde.start if res.match is not None else pc
-                ready[k] = _answer(Answer, (values[res.cfa], values[func], res, pc, ids, vals, arch, abi))
+                ready[k] = answer(arch, abi, pc, res)
             pc = res.pc
         return got[0]
 
@@ -357,7 +353,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         and the ABIInfo."""
         ids, vals = arch.saved(res)
         func = res.match.fde.start if res.match is not None else pc
-        return _answer(Answer, (arch.values[res.cfa], arch.values[func], res, pc, ids, vals, arch, abi))
+        return _new_answer(Answer, (arch.values[res.cfa], arch.values[func], res, pc, ids, vals, arch, abi))
 
     def _give(self, pf, level, ready):
         """Answer GDB with a prepared Answer (see _prepare)."""
