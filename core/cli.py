@@ -17,10 +17,8 @@ def _image(path):
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from .dump import dump
-    img = _image(args.file)
-    sf = img.sframe
-    sys.stdout.write(dump(sf.data, sf.address, sf.name))
+    from .dump import dump_file
+    sys.stdout.write(dump_file(args.file))
     return 0
 
 

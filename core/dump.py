@@ -247,8 +247,16 @@ def dump(section_data: bytes, section_addr: int, name: str = ".sframe") -> str:
     return "\n".join(out)
 
 
+def dump_empty(name: str = ".sframe") -> str:
+    """What readelf 2.47 prints (exit status 0) for a zero-byte SFrame section."""
+    return "\nSection '%s' has no debugging data.\n" % name
+
+
 def dump_file(path: str, name: Optional[str] = None) -> str:
     """`readelf --sframe` text for the SFrame section of the ELF file at path."""
     from .elf import ElfImage
-    sf = ElfImage(path).require_sframe()
+    img = ElfImage(path)
+    if img.sframe is not None and not img.sframe.data:
+        return dump_empty(name or img.sframe.name)
+    sf = img.require_sframe()
     return dump(sf.data, sf.address, name or sf.name)

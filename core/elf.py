@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
-from .errors import ElfError, NoSFrameError
+from .errors import ElfError, EmptySFrameError, NoSFrameError
 
 try:
     from elftools.common.exceptions import ELFError as _PyElfError
@@ -208,8 +208,12 @@ class ElfImage:
         return names[k] + "@plt", off
 
     def require_sframe(self) -> SFrameData:
+        """The SFrame section; NoSFrameError when there is none or it is empty (gas 2.45 and later
+        write a zero-byte .sframe for inputs without functions: that is no SFrame, not an error)."""
         if self.sframe is None:
             raise NoSFrameError("%s: no SFrame section (.sframe) — build with -Wa,--gsframe" % self.path)
+        if not self.sframe.data:
+            raise EmptySFrameError("%s: the %s section is empty (no SFrame data)" % (self.path, self.sframe.name))
         return self.sframe
 
     def symbolize(self, addr: int, bias: int = 0) -> Optional[Tuple[str, int]]:

@@ -18,6 +18,11 @@ class NoSFrameError(ElfError):
     """An ELF file without an SFrame section."""
 
 
+class EmptySFrameError(NoSFrameError):
+    """An ELF file whose SFrame section has no bytes (gas 2.45+ writes one for inputs without
+    functions): no SFrame, quietly, like readelf's "has no debugging data"."""
+
+
 class CfiError(ValueError):
     """A malformed DWARF CFI section (.eh_frame, .eh_frame_hdr, .debug_frame): names it, the byte
     offset within it and the rule broken."""

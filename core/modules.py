@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .cfi import CfiIndex, CfiRange
-from .errors import ElfError, NoSFrameError, SFrameError
+from .errors import ElfError, EmptySFrameError, NoSFrameError, SFrameError
 from .index import SFrameIndex
 
 
@@ -30,7 +30,14 @@ class Module:
     section_addr: Optional[int] = None   # its load address
     cfi_loader: object = None   # optional: () -> [core.cfi.CfiSection] of the file, as loaded
     cfi: Optional[CfiIndex] = None       # which addresses DWARF CFI covers, built on first use
-    no_sframe: bool = False     # the file has no SFrame section (error says so)
+    no_sframe: bool = False     # the file has no SFrame section, or an empty one (error says so)
+    empty_sframe: bool = False  # ... an empty one
+
+    @property
+    def problem(self) -> str:
+        """Why the module has no usable SFrame, naming its file once."""
+        error = self.error or ""
+        return error if error.startswith(self.path + ":") else "%s: %s" % (self.path, error)
 
     @property
     def load_bias(self) -> int:
@@ -103,11 +110,12 @@ class ModuleSet:
             m.error = str(exc)
             m.index = None
             m.no_sframe = isinstance(exc, NoSFrameError)
-            self.log("%s: %s" % (m.path, exc))
+            m.empty_sframe = isinstance(exc, EmptySFrameError)
+            self.log(m.problem)
         except Exception as exc:   # the bias callback is adapter code: report, never propagate
             m.error = "cannot load: %s" % exc
             m.index = None
-            self.log("%s: %s" % (m.path, m.error))
+            self.log(m.problem)
 
     def _load_pending(self):
         if self._pending:
@@ -187,6 +195,8 @@ def locate(modules: ModuleSet, addr: int, owner: Optional[Callable[[int], Option
             raise NotCovered(head + "it lies outside the SFrame range of %s." % path)
         if m is not None and m.error and not m.no_sframe:
             raise NotCovered(head + "the SFrame section of %s cannot be used: %s" % (path, m.error))
+        if m is not None and m.empty_sframe:
+            raise NotCovered(head + "the .sframe section of %s is empty (no SFrame data)." % path)
         raise NotCovered(head + "%s has no .sframe section." % path)
     index, module = found
     try:

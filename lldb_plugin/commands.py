@@ -13,8 +13,7 @@ import shlex
 import lldb
 
 from ..core import abi as abimod
-from ..core.dump import dump
-from ..core.elf import ElfImage
+from ..core.dump import dump_file
 from ..core.errors import ElfError, SFrameError
 from ..core.format import MASK64
 from ..core.modules import NotCovered, locate
@@ -537,9 +536,7 @@ addresses.
             raise UserError("sframe dump takes one module name")
         target = self._target(exe_ctx, debugger)
         path = self._module_path(target, words[0] if words else None)
-        image = ElfImage(path)
-        sf = image.require_sframe()
-        text = dump(sf.data, sf.address, sf.name)
+        text = dump_file(path)
         return [text[:-1] if text.endswith("\n") else text]
 
     @staticmethod

@@ -147,12 +147,14 @@ class Tracker:
         """(bytes, load address, name) of a module's .sframe, read through GDB (which has parsed the
         ELF file already and knows where the section is loaded): no ELF parsing here.  The
         ModuleSet falls back to the file if this raises."""
-        from ..core.errors import NoSFrameError
+        from ..core.errors import EmptySFrameError, NoSFrameError
         where = self._where(module, SFRAME)
         if where is None:
             raise NoSFrameError("%s: no .sframe section" % module.path)
         lo, hi = where
         module.extra["runtime"] = lo
+        if hi <= lo:
+            raise EmptySFrameError("%s: the .sframe section is empty (no SFrame data)" % module.path)
         return bytes(gdb.selected_inferior().read_memory(lo, hi - lo)), lo, ".sframe"
 
     def _read_cfi(self, module):

@@ -150,3 +150,29 @@ def test_installed_command_exists(frames):
     p = subprocess.run(["sframe", "dump", str(frames["host"].path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=60, cwd="/")
     assert p.returncode == 0 and p.stdout.startswith("Contents of the SFrame section"), p.stderr
+
+
+@pytest.fixture(scope="module")
+def empty_sframe(frames, tmp_path_factory):
+    """The sid program with its .sframe emptied (zero bytes, as gas 2.45+ writes for inputs
+    without functions), and the output of binutils 2.47's readelf --sframe for it."""
+    work = tmp_path_factory.mktemp("empty")
+    (work / "nothing").write_bytes(b"")
+    path = work / "empty"
+    toolchains.run_in("sid", ["objcopy", "--update-section", ".sframe=nothing", str(frames["sid"].path), str(path)],
+                      cwd=work, check=True)
+    ref = toolchains.run_in("sid", ["readelf", "--sframe", str(path)], cwd=work)
+    return path, ref
+
+
+def test_empty_section_dumps_as_readelf_and_is_no_sframe(empty_sframe):
+    path, ref = empty_sframe
+    img = ElfImage(path)
+    assert img.sframe is not None and img.sframe.data == b""
+    assert ref.returncode == 0 and ref.stdout == "\nSection '.sframe' has no debugging data.\n", ref
+    code, out, err = sframe("dump", path)
+    assert (code, out, err) == (0, ref.stdout, "")
+    with pytest.raises(NoSFrameError, match=r"the \.sframe section is empty"):
+        img.require_sframe()
+    code, out, err = sframe("lookup", path, "main")
+    assert code != 0 and out == "" and err.count("\n") == 1 and "the .sframe section is empty (no SFrame data)" in err

@@ -952,3 +952,26 @@ def test_outermost_frame(roots, tmp_path):
     assert out.end("sframe") == "frame_did_not_save_the_PC", out.end("sframe")
     assert "#2  0x" in out.between("bt", "info") and "Backtrace stopped: frame did not save the PC" in out
     assert "RA undefined (outermost frame)" in out.between("info"), out
+
+
+# -- an empty .sframe section ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("gdb", ("gdb13", "gdb18"))
+def test_empty_section_is_no_sframe(corpus, tmp_path, gdb):
+    """A zero-byte .sframe (gas 2.45+ writes one for inputs without functions) is "no SFrame",
+    quietly: GDB's frames as without the plugin, no message unless debugging, and `info sframe
+    ADDR` says the section is empty."""
+    build = corpus.get("sid", "frames", "O2-nofp")
+    (tmp_path / "nothing").write_bytes(b"")
+    exe = tmp_path / "empty"
+    T.run_in("sid", ["objcopy", "--update-section", ".sframe=nothing", str(build.path), str(exe)],
+             cwd=tmp_path, check=True)
+    out = run_gdb(gdb, ["source %s" % PLUGIN, "file %s" % exe, "break stop_here", "run", "set sframe off", "frames-dump off",
+                        "set sframe on", "frames-dump on", "try-cmd info sframe $pc", "try-cmd info sframe"],
+                  tmp_path)
+    off, on = out.frames("off"), out.frames("on")
+    assert [f.name for f in off[:5]] == list(STOPS["frames"][2]) and on == off and not any(f.sf for f in on)
+    assert "TRY-ERROR: No SFrame information covers %#x: the .sframe section of %s is empty (no SFrame data)." \
+        % (on[0].pc, exe) in out, out
+    assert "No loaded objfile has SFrame information" in out
+    assert "[sframe]" not in out and "Traceback" not in out and "internal error" not in out

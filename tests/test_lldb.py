@@ -1041,3 +1041,24 @@ def test_module_tracker_keeps_indexes_of_unchanged_modules(corpus):
     assert t.modules.by_path(str(b.lib)).load_bias == moved.bias
     assert t.sync([exe]) and len(t.modules.with_sframe()) == 1
     assert file_identity("/x", "ABCD") == "uuid:ABCD:/x"
+
+
+@pytest.mark.parametrize("lldb", (16, 21))
+def test_empty_section_is_no_sframe(lldb, corpus, work):
+    """A zero-byte .sframe: `sframe dump` prints what readelf 2.47 prints, the rest says "no SFrame"."""
+    b = corpus.get("sid", "frames", "O2-nofp")
+    (work / "nothing").write_bytes(b"")
+    exe = work / "empty-sframe"
+    tcs.run_in("sid", ["objcopy", "--update-section", ".sframe=nothing", str(b.path), str(exe)], cwd=work, check=True)
+    s = run_lldb(lldb, ["target create %s" % exe, "probe run dump sframe dump",
+                        "breakpoint set -n stop_here", "process launch",
+                        "probe run lookup sframe lookup $pc", "probe run info sframe info",
+                        "probe run bt sframe bt", "process kill"], work, "empty%d" % lldb)
+    assert s.block("dump").out == ["", "Section '.sframe' has no debugging data."] and not s.block("dump").err
+    lookup = s.block("lookup")
+    assert not lookup.out and len(lookup.err) == 1 and \
+        "the .sframe section of %s is empty (no SFrame data)" % exe in lookup.err[0], lookup.err
+    assert "Traceback" not in s.stdout + s.stderr and "internal error" not in s.stdout + s.stderr
+    assert s.block("info").out[1:] == ["0 loaded modules with SFrame."], s.block("info").out
+    bt, last = s.sframe_bt("bt")
+    assert len(bt) == 1 and last.startswith("  Backtrace stopped: no SFrame information for the PC"), (bt, last)
