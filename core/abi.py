@@ -14,6 +14,13 @@ from . import sigframe as S
 
 
 @dataclass(frozen=True)
+class RelocKind:
+    """An ELF relocation type that may complete an FDE start field in a relocatable file."""
+    name: str
+    size: int        # bytes written: 4 (V1/V2 start fields) or 8 (V3)
+
+
+@dataclass(frozen=True)
 class ABIInfo:
     name: str                 # for messages only: never compared
     title: str                # as `info sframe` and `sframe info` print it
@@ -38,6 +45,7 @@ class ABIInfo:
     saves_move_cfa: bool = True          # a register save moves the CFA (s390x: STMG into the caller's area)
     sigframes: tuple[S.Layout, ...] = ()  # signal-frame layouts; the first is a V3 signal FDE's default
     sigframe_symbols: dict[str, S.Layout] = field(default_factory=dict, repr=False)
+    relocations: dict[int, RelocKind] = field(default_factory=dict, repr=False)  # r_type -> kind (core.reloc)
 
     def regname(self, n: int | None) -> str:
         return self.regnames.get(n, "r%s" % n) if n is not None else "r%s" % n
@@ -68,7 +76,9 @@ AMD64 = ABIInfo(
                             + ["r%d" % i for i in range(8, 16)] + ["rip"])),
     ra_in_register=False, elf_machine="EM_X86_64",
     callee_saved=(3, 6, 12, 13, 14, 15), entry_cfa_offset=8,
-    sigframes=(S.AMD64_RT,), sigframe_symbols={"__restore_rt": S.AMD64_RT})
+    sigframes=(S.AMD64_RT,), sigframe_symbols={"__restore_rt": S.AMD64_RT},
+    relocations={1: RelocKind("R_X86_64_64", 8), 2: RelocKind("R_X86_64_PC32", 4), 10: RelocKind("R_X86_64_32", 4),
+                 11: RelocKind("R_X86_64_32S", 4), 24: RelocKind("R_X86_64_PC64", 8)})
 
 _A64_NAMES = {i: "x%d" % i for i in range(31)}
 _A64_NAMES[31] = "sp"
@@ -79,7 +89,9 @@ def _aarch64(name: str, title: str, sframe_abi: F.ABI, big_endian: bool) -> ABII
     return ABIInfo(name, title, sframe_abi, big_endian, sp=31, fp=29, ra=30, regnames=_A64_NAMES,
                    pointer_auth=True, elf_machine="EM_AARCH64", aliases={29: ("fp",), 30: ("lr",)},
                    callee_saved=tuple(range(19, 29)), sigframes=(S.AARCH64_RT,),
-                   sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT})
+                   sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT},
+                   relocations={257: RelocKind("R_AARCH64_ABS64", 8), 258: RelocKind("R_AARCH64_ABS32", 4),
+                                260: RelocKind("R_AARCH64_PREL64", 8), 261: RelocKind("R_AARCH64_PREL32", 4)})
 
 
 AARCH64_LE = _aarch64("aarch64", "AArch64 little-endian", F.ABI.AARCH64_ENDIAN_LITTLE, False)
@@ -99,7 +111,9 @@ S390X = ABIInfo(
     entry_cfa_offset=-F.S390X_SP_VAL_OFFSET, saves_move_cfa=False,
     sigframes=(S.S390X_RT, S.S390X_NONRT),
     sigframe_symbols={"__kernel_rt_sigreturn": S.S390X_RT, "__restore_rt": S.S390X_RT,
-                      "__kernel_sigreturn": S.S390X_NONRT, "__restore": S.S390X_NONRT})
+                      "__kernel_sigreturn": S.S390X_NONRT, "__restore": S.S390X_NONRT},
+    relocations={4: RelocKind("R_390_32", 4), 5: RelocKind("R_390_PC32", 4), 22: RelocKind("R_390_64", 8),
+                 23: RelocKind("R_390_PC64", 8)})
 
 ALL = (AMD64, AARCH64_LE, AARCH64_BE, S390X)
 BY_ABI = {a.sframe_abi: a for a in ALL}

@@ -42,7 +42,11 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     if args.registers:
         from .text import saves_lines
         extra = saves_lines(module.index, match, img.file_bytes, symbolize=img.symbolize)
-    print("\n".join(lookup_lines(addr, module, match, img.symbolize(match.fde.start), extra)))
+    lines = lookup_lines(addr, module, match, img.symbolize(match.fde.start), extra)
+    where = img.placement(addr)
+    if where:
+        lines[0] += " (%s)" % where
+    print("\n".join(lines))
     return 0
 
 

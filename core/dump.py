@@ -255,7 +255,7 @@ def dump_empty(name: str = ".sframe") -> str:
 def dump_file(path: str, name: Optional[str] = None) -> str:
     """`readelf --sframe` text for the SFrame section of the ELF file at path."""
     from .elf import ElfImage
-    img = ElfImage(path)
+    img = ElfImage(path, readelf_layout=True)
     if img.sframe is not None and not img.sframe.data:
         return dump_empty(name or img.sframe.name)
     sf = img.require_sframe()

@@ -29,6 +29,7 @@ PT_LOAD = 1
 PT_DYNAMIC = 2
 PT_NOTE = 4
 PT_PHDR = 6
+SHF_ALLOC = 0x2
 PF_W = 0x2
 PF_R = 0x4
 
@@ -134,8 +135,11 @@ def load_elf(path: str, load: Callable[..., T], what: str = "ELF structure") -> 
 class ElfImage:
     """An opened ELF file.  Reads everything it needs at construction; holds no open file after."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, readelf_layout: bool = False):
+        """`readelf_layout`: in a relocatable file, place every section at 0 as readelf does
+        (a function's address is then its offset in its section), not one after another."""
         self.path = os.fspath(path)
+        self._readelf_layout = readelf_layout
         load_elf(self.path, lambda elf, fh: self._load(elf))
 
     def _load(self, elf):
@@ -145,9 +149,15 @@ class ElfImage:
         self.e_type = elf["e_type"]
         self.sframe = None
         found = None
-        for sec in elf.iter_sections():
+        sections = list(elf.iter_sections())
+        self.relocatable = self.e_type == "ET_REL"
+        self._addrs = _layout(sections, self.relocatable and not self._readelf_layout)
+        for k, sec in enumerate(sections):
             if sec.name == SECTION_NAME or _enum_value(sec["sh_type"]) == SHT_GNU_SFRAME:
-                found = SFrameData(sec.data(), sec["sh_addr"], sec["sh_offset"], sec.name or SECTION_NAME)
+                data = sec.data()
+                if self.relocatable and data:
+                    data = self._relocated(elf, sections, k, data)
+                found = SFrameData(data, self._addrs[k], sec["sh_offset"], sec.name or SECTION_NAME)
                 break
         self.loads = []
         for seg in elf.iter_segments():
@@ -160,21 +170,59 @@ class ElfImage:
         self._plts = [(sec["sh_addr"], sec["sh_size"], sec.name) for sec in elf.iter_sections()
                       if sec.name.startswith(".plt") and sec["sh_addr"]]
         self._section_addrs = {}
-        for sec in elf.iter_sections():
-            self._section_addrs.setdefault(sec.name, sec["sh_addr"])
+        for sec, addr in zip(sections, self._addrs):
+            self._section_addrs.setdefault(sec.name, addr)
+        self._placed = [(addr, sec["sh_size"], sec.name, sec["sh_offset"] if sec["sh_type"] != "SHT_NOBITS" else None)
+                        for sec, addr in zip(sections, self._addrs)
+                        if self.relocatable and sec["sh_flags"] & SHF_ALLOC and sec["sh_size"]]
         self._symbols = None     # read on first use: large symbol tables cost seconds
 
-    @staticmethod
-    def _read_symbols(elf):
-        """Function symbols (address, size, name), from .symtab, else .dynsym, sorted by address."""
+    def _relocated(self, elf, sections, k, data):
+        """The SFrame section's bytes with the relocations aimed at it applied (core.reloc)."""
+        from . import abi as abimod
+        from .reloc import Relocation, apply
+        where = "%s: %s" % (self.path, sections[k].name)
+        abi = abimod.for_elf(self.machine, self.big_endian)
+        relocs = []
+        for sec in sections:
+            if sec["sh_type"] not in ("SHT_RELA", "SHT_REL") or sec["sh_info"] != k:
+                continue
+            symtab = elf.get_section(sec["sh_link"])
+            rela = sec["sh_type"] == "SHT_RELA"
+            for r in sec.iter_relocations():
+                sym = symtab.get_symbol(r["r_info_sym"])
+                shndx = sym["st_shndx"]
+                name = sym.name or (sections[shndx].name if isinstance(shndx, int) else "")
+                if isinstance(shndx, int) and shndx < len(sections):
+                    value = self._addrs[shndx] + sym["st_value"]
+                elif shndx == "SHN_ABS":
+                    value = sym["st_value"]
+                else:
+                    raise ElfError("%s: relocation at offset %#x is against %s symbol %r"
+                                   % (where, r["r_offset"], "an undefined" if shndx == "SHN_UNDEF" else shndx, name))
+                relocs.append(Relocation(r["r_offset"], r["r_info_type"], value, r["r_addend"] if rela else None, name))
+        if relocs and abi is None:
+            raise ElfError("%s: relocations for machine %s are not supported" % (where, self.machine))
+        return apply(data, relocs, abi.relocations if abi else {}, self._addrs[k], where)
+
+    def _read_symbols(self, elf):
+        """Function symbols (address, size, name), from .symtab, else .dynsym, sorted by address.
+        In a relocatable file a symbol's value is an offset in its section: placed as the
+        sections are."""
         for name in (".symtab", ".dynsym"):
             tab = elf.get_section_by_name(name)
             if tab is None:
                 continue
             syms = {}
             for s in tab.iter_symbols():
-                if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and s["st_value"] and s.name:
+                if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and s.name and (
+                        s["st_value"] or self.relocatable and isinstance(s["st_shndx"], int)):
                     key = s["st_value"]
+                    if self.relocatable:
+                        shndx = s["st_shndx"]
+                        if not isinstance(shndx, int) or shndx >= len(self._addrs):
+                            continue
+                        key += self._addrs[shndx]
                     old = syms.get(key)
                     # Prefer global names over local aliases at the same address.
                     if old is None or (s["st_info"]["bind"] == "STB_GLOBAL" and old[2] != "STB_GLOBAL"):
@@ -241,6 +289,18 @@ class ElfImage:
                 return start
         return None
 
+    def placement(self, addr: int) -> Optional[str]:
+        """For a relocatable file, where an address lies: `section+offset` and how the sections
+        were placed; None otherwise."""
+        if not self.relocatable:
+            return None
+        how = "offsets in their sections" if self._readelf_layout else \
+            "sections placed one after another from 0, as GDB places them"
+        for start, size, name, _off in self._placed:
+            if start <= addr < start + size:
+                return "%s+%#x; relocatable file: %s" % (name, addr - start, how)
+        return "relocatable file: %s" % how
+
     def section_address(self, name: str) -> Optional[int]:
         """sh_addr of the first section called `name`, or None."""
         return self._section_addrs.get(name)
@@ -276,13 +336,33 @@ class ElfImage:
         return out
 
     def file_bytes(self, vaddr: int, size: int) -> Optional[bytes]:
-        """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments, or None."""
-        for start, _memsz, off, filesz in self.loads:
+        """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments (a
+        relocatable file's sections, as placed, unrelocated), or None."""
+        spans = [(start, off, filesz) for start, _memsz, off, filesz in self.loads] + \
+            [(start, off, filesz) for start, filesz, _name, off in self._placed if off is not None]
+        for start, off, filesz in spans:
             if start <= vaddr and vaddr + size <= start + filesz:
                 with open(self.path, "rb") as fh:
                     fh.seek(off + vaddr - start)
                     return fh.read(size)
         return None
+
+
+def _layout(sections, one_after_another: bool) -> List[int]:
+    """Each section's address: its sh_addr; or, for a relocatable file placed as GDB places one,
+    the allocated sections one after another from 0, each at its alignment (others at 0)."""
+    if not one_after_another:
+        return [sec["sh_addr"] for sec in sections]
+    out, cursor = [], 0
+    for sec in sections:
+        if sec["sh_flags"] & SHF_ALLOC:
+            align = max(sec["sh_addralign"], 1)
+            cursor = -(-cursor // align) * align
+            out.append(cursor)
+            cursor += sec["sh_size"]
+        else:
+            out.append(0)
+    return out
 
 
 # (header size, entry size) of the .plt of the ABIs whose .rela.plt names one entry each, in order.

@@ -91,7 +91,7 @@ class ModuleSet:
         if m.loader is not None:
             try:
                 return m.loader()
-            except NoSFrameError:
+            except ElfError:      # the file itself says no: reading it again would not help
                 raise
             except Exception as exc:
                 self.log("%s: %s; reading the file instead" % (m.path, exc))

@@ -13,6 +13,7 @@ it and rebuilds only the indexes whose bias moved.
 
 import os
 import re
+from typing import NamedTuple
 
 import gdb
 
@@ -22,10 +23,17 @@ SFRAME, EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME = ".sframe", ".eh_frame", ".eh_frame
 _WANTED = (SFRAME, EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME)
 
 
+class Placed(NamedTuple):
+    """Where GDB has a section: its runtime start and end, and whether GDB relocates it (it has
+    relocations: the objfile is a relocatable file)."""
+    start: int
+    end: int
+    reloc: bool = False
+
+
 def parse_sections(text, names=_WANTED):
-    """{objfile name: {section name: (runtime start, end)}} from `maint info sections` text, for
-    the sections in `names` that have contents in the file (not a separate debug file's NOBITS
-    copies)."""
+    """{objfile name: {section name: Placed}} from `maint info sections` text, for the sections
+    in `names` that have contents in the file (not a separate debug file's NOBITS copies)."""
     out = {}
     current = None
     for line in text.splitlines():
@@ -36,7 +44,8 @@ def parse_sections(text, names=_WANTED):
         m = _SECTION_RE.match(line)
         if m and current is not None and m.group(3) in names and m.group(3) not in current \
                 and "HAS_CONTENTS" in m.group(4).split():
-            current[m.group(3)] = (int(m.group(1), 16), int(m.group(2), 16))
+            flags = m.group(4).split()
+            current[m.group(3)] = Placed(int(m.group(1), 16), int(m.group(2), 16), "RELOC" in flags)
     return out
 
 
@@ -151,11 +160,26 @@ class Tracker:
         where = self._where(module, SFRAME)
         if where is None:
             raise NoSFrameError("%s: no .sframe section" % module.path)
-        lo, hi = where
+        lo, hi, reloc = where
         module.extra["runtime"] = lo
+        if reloc:
+            return self._read_relocatable(module, lo)
         if hi <= lo:
             raise EmptySFrameError("%s: the .sframe section is empty (no SFrame data)" % module.path)
         return bytes(gdb.selected_inferior().read_memory(lo, hi - lo)), lo, ".sframe"
+
+    @staticmethod
+    def _read_relocatable(module, runtime):
+        """An object file's section, from the file with its relocations applied (GDB's memory
+        view of the file is unrelocated), placed as GDB places a relocatable file's sections."""
+        from ..core.elf import ElfImage
+        from ..core.errors import ElfError
+        module.image = image = ElfImage(module.path)
+        sf = image.require_sframe()
+        if sf.address != runtime:
+            raise ElfError("%s: GDB placed %s at %#x, not at %#x as expected: not using it"
+                           % (module.path, sf.name, runtime, sf.address))
+        return sf.data, sf.address, sf.name
 
     def _read_cfi(self, module):
         """The objfile's DWARF CFI as core.cfi sections: .eh_frame (with .eh_frame_hdr's search
