@@ -1,0 +1,232 @@
+"""Relocatable files (`.o`, `ld -r` output) from every toolchain: their FDE start fields are
+completed by relocations (core.reloc), as binutils 2.47's readelf completes them.
+
+  * V3 objects (sid; x86-64, AArch64, s390x; `-ffunction-sections`; `ld -r`): `sframe dump`
+    equals readelf 2.47 byte for byte.
+  * V2 objects (trixie, binutils 2.44): the section has no FDE_FUNC_START_PCREL flag, yet gas
+    relocates the start fields PC-relatively.  readelf 2.47 applies the relocation and then reads
+    the field from the section start, so each of its `pc` values is ours minus the field's offset
+    in the section (mod 2^64); readelf 2.44 applies none and prints 0 for every function.  We
+    print the function's offset in its section, as for V3; everything else is readelf 2.47's.
+  * V1 objects (host, binutils 2.40): as V2; readelf 2.40 applies no relocation either: rows
+    compared with the function starts taken off.
+  * Every FDE of every object starts at a function symbol and has its size (the ground truth
+    for the addresses), the relocated section round-trips through the encoder, and bad
+    relocations are one-line errors.
+"""
+
+import re
+import shutil
+import struct
+
+import pytest
+import toolchains as T
+from test_dump import assert_v1_matches, rows
+from test_cli import sframe
+
+from sframekit.core.decode import Section
+from sframekit.core.dump import dump_file
+from sframekit.core.elf import ElfImage
+from sframekit.core.encode import encode
+from sframekit.core.errors import ElfError
+
+FIXTURES = ("frames", "recurse", "realign", "bigfunc", "signal", "threads")
+CFLAGS = ("-g", "-Wa,--gsframe", "-O2", "-fomit-frame-pointer")
+
+
+# `ld -r` before binutils 2.47 (2.40 on the host: V1; 2.44 in trixie: V2) merges the FDEs of its
+# inputs into one table but leaves the second input's relocations where that input's FDEs were
+# before the merge (past the merged table): such a section cannot be relocated, and saying so is
+# all that is right.  readelf 2.47 applies them anyway, into the FRE data.
+STALE_RELOCATIONS = {"host-ldr.o", "trixie-ldr.o"}
+
+
+def object_names(tc):
+    return ["%s-%s.o" % (tc, fx) for fx in FIXTURES] + ["%s-frames-fs.o" % tc, "%s-ldr.o" % tc]
+
+
+def usable(paths):
+    return [p for p in paths if p.name not in STALE_RELOCATIONS]
+
+
+@pytest.fixture(scope="session")
+def objects(roots, tmp_path_factory):
+    """{toolchain: [object paths]}: each fixture compiled with -c, frames.c also with
+    -ffunction-sections, and an `ld -r` of that and libfix.c (-fPIC)."""
+    work = tmp_path_factory.mktemp("objects")
+    out = {}
+    for name in T.TOOLCHAINS:
+        tc = T.toolchain(name)
+        cmds = [[tc.cc, *CFLAGS, "-c", str(T.FIXTURES_DIR / ("%s.c" % fx)), "-o", "%s-%s.o" % (name, fx)]
+                for fx in FIXTURES]
+        cmds.append([tc.cc, *CFLAGS, "-ffunction-sections", "-c", str(T.FIXTURES_DIR / "frames.c"),
+                     "-o", "%s-frames-fs.o" % name])
+        cmds.append([tc.cc, *CFLAGS, "-fPIC", "-c", str(T.FIXTURES_DIR / "libfix.c"), "-o", "%s-libfix.o" % name])
+        cmds.append([tc.tool("ld"), "-r", "-o", "%s-ldr.o" % name, "%s-frames-fs.o" % name, "%s-libfix.o" % name])
+        T._run_script(tc, cmds, work)
+        out[name] = [work / n for n in object_names(name)]
+    return out
+
+
+def readelf(which, paths):
+    """{path: readelf --sframe text} by the readelf of `which`, in one process."""
+    script = "".join("readelf --sframe %s; echo '@@END'\n" % p for p in paths)
+    text = T.run_in(which, ["sh", "-c", script], binds=[paths[0].parent], check=True).stdout
+    parts = text.split("@@END\n")
+    assert len(parts) == len(paths) + 1
+    return dict(zip(paths, parts))
+
+
+def field_offsets(path):
+    """Offset of each FDE start field within the section."""
+    h = Section(ElfImage(path).sframe.data).header
+    return [h.size + h.fdeoff + i * h.fde_size for i in range(h.num_fdes)]
+
+
+@pytest.mark.parametrize("tc", ("sid", "sid-aarch64", "sid-s390x"))
+def test_v3_objects_dump_as_readelf(objects, tc):
+    ref = readelf("sid", objects[tc])
+    starts = set()
+    for path in objects[tc]:
+        assert Section(ElfImage(path).sframe.data).version == 3
+        ours = dump_file(path)
+        assert ours == ref[path], path
+        starts.update(re.findall(r"pc = (0x[0-9a-f]+),", ours))
+    assert len(starts) > 3, "the relocated starts are not all 0"
+
+
+def test_v2_objects_against_both_readelfs(objects):
+    paths = usable(objects["trixie"])
+    new, old = readelf("sid", paths), readelf("trixie", paths)
+    m64 = (1 << 64) - 1
+    for path in paths:
+        ours = dump_file(path)
+        assert "SFRAME_F_FDE_FUNC_START_PCREL" not in ours
+        offsets = iter(field_offsets(path))
+
+        def as_247(match):      # readelf 2.47: the PC-relative relocation read from the section start
+            return "pc = %#x," % ((int(match.group(1), 16) - next(offsets)) & m64)
+        expect = re.sub(r"pc = (0x[0-9a-f]+),", as_247, ours)
+        # The rows: their start addresses move with their function's start.
+        got_rows, want_rows = rows(new[path]), rows(expect)
+        assert len(got_rows) == len(want_rows)
+        assert [r[20:] for r in got_rows] == [r[20:] for r in want_rows]
+        assert re.sub(r"(?m)^    [0-9a-f]{16}  ", "", new[path]) == re.sub(r"(?m)^    [0-9a-f]{16}  ", "", expect), path
+        assert check_zero_based(ours, old[path]) > 0, path
+
+
+def check_zero_based(ours, theirs):
+    """readelf 2.40/2.44 apply no relocation: every function at 0.  Ours, with the function
+    starts taken off, must equal theirs; returns the number of functions."""
+    starts = [int(x, 16) for x in re.findall(r"pc = (0x[0-9a-f]+),", ours)]
+    assert all(x == "0x0" for x in re.findall(r"pc = (0x[0-9a-f]+),", theirs))
+    out, i = [], -1
+    for line in ours.split("\n"):
+        if line.startswith("    func idx ["):
+            i += 1
+            line = re.sub(r"pc = 0x[0-9a-f]+,", "pc = 0x0,", line)
+        elif re.match(r"^    [0-9a-f]{16}  ", line) and "[m]" not in line:
+            line = "    %016x%s" % (int(line[4:20], 16) - starts[i], line[20:])
+        out.append(line)
+    rebased = "\n".join(out)
+    if "SFRAME_VERSION_1" in ours:
+        assert_v1_matches(rebased, theirs)
+    else:
+        assert rebased == theirs
+    return len(starts)
+
+
+def test_v1_objects_against_readelf_240(objects):
+    paths = usable(objects["host"])
+    old = readelf("host", paths)
+    for path in paths:
+        assert Section(ElfImage(path).sframe.data).version == 1
+        assert check_zero_based(dump_file(path), old[path]) > 0, path
+
+
+@pytest.mark.parametrize("tc", T.TOOLCHAINS)
+def test_every_fde_starts_at_its_function(objects, tc):
+    """The ground truth: each FDE (not PLT) begins at a function symbol of its size, in both
+    placements (readelf's, every section at 0; GDB's, one after another)."""
+    for path in usable(objects[tc]):
+        for readelf_layout in (False, True):
+            img = ElfImage(path, readelf_layout=readelf_layout)
+            syms = {(a, size): name for a, size, name in img._symtab()}
+            sec = Section(img.sframe.data, img.sframe.address)
+            fdes = list(sec.fdes())
+            assert fdes
+            for fde in fdes:
+                if not readelf_layout:
+                    assert (fde.start, fde.size) in syms, (path, hex(fde.start), fde.size)
+                    assert img.placement(fde.start).split("+")[0].startswith(".text")
+                else:
+                    assert fde.start in {a for a, _ in syms}, (path, hex(fde.start))
+            # The relocated section round-trips through the encoder, byte for byte (s390x gas
+            # pads the section with zeros to 8 bytes).
+            out = encode(sec.header, sec.check_all())
+            data = img.sframe.data
+            assert data[:len(out)] == out and len(data) - len(out) < 8 and not data[len(out):].strip(b"\0"), path
+
+
+def test_stale_relocations_of_old_ld_r_are_an_error(objects):
+    from elftools.elf.elffile import ELFFile
+    for name in sorted(STALE_RELOCATIONS):
+        path = [p for p in objects[name.split("-")[0]] if p.name == name][0]
+        with open(path, "rb") as fh:
+            elf = ELFFile(fh)
+            offsets = [r["r_offset"] for r in elf.get_section_by_name(".rela.sframe").iter_relocations()]
+            raw = elf.get_section_by_name(".sframe").data()
+        h = Section(raw).header
+        table_end = h.size + h.fdeoff + h.num_fdes * h.fde_size
+        past = [o for o in offsets if o >= table_end]
+        assert past and len(offsets) == h.num_fdes, (name, offsets, table_end)
+        with pytest.raises(ElfError, match=re.escape("relocation R_X86_64_PC32 at offset %#x is not on an FDE start "
+                                                     "field" % past[0])):
+            ElfImage(path)
+
+
+def test_lookup_in_an_object_names_the_section(objects):
+    path = [p for p in objects["sid"] if p.name == "sid-frames-fs.o"][0]
+    img = ElfImage(path)
+    main = img.resolve("main")
+    code, out, err = sframe("lookup", path, "main+1")
+    assert code == 0 and err == "", err
+    lines = out.splitlines()
+    assert lines[0] == "Address: %#x in %s (.text.startup.main+0x1; relocatable file: sections placed one after " \
+        "another from 0, as GDB places them)" % (main + 1, path) or \
+        lines[0] == "Address: %#x in %s (.text.main+0x1; relocatable file: sections placed one after another " \
+        "from 0, as GDB places them)" % (main + 1, path), lines[0]
+    assert lines[2].startswith("Function: main at %#x" % main), lines
+
+
+def _patched_relocation(src, dst, field, value):
+    """A copy of an object whose first .rela.sframe entry has r_info's type (field "type") or
+    r_offset (field "offset") replaced."""
+    from elftools.elf.elffile import ELFFile
+    shutil.copy(src, dst)
+    with open(src, "rb") as fh:
+        rela = ELFFile(fh).get_section_by_name(".rela.sframe")
+        off = rela["sh_offset"]
+    data = bytearray(dst.read_bytes())
+    if field == "type":
+        struct.pack_into("<I", data, off + 8, value)         # low half of r_info (x86-64, little-endian)
+    else:
+        struct.pack_into("<Q", data, off, value)
+    dst.write_bytes(bytes(data))
+
+
+def test_bad_relocations_are_one_line_errors(objects, tmp_path):
+    src = objects["sid"][0]
+    cases = [("type", 99, "relocation type 99 at offset %#x is not supported (supported: R_X86_64_64, "
+                           "R_X86_64_PC32, R_X86_64_32, R_X86_64_32S, R_X86_64_PC64)" % field_offsets(src)[0]),
+             ("type", 2, "relocation R_X86_64_PC32 at offset %#x is 4 bytes wide; the FDE start field is 8"
+              % field_offsets(src)[0]),
+             ("offset", 3, "relocation R_X86_64_PC64 at offset 0x3 is not on an FDE start field")]
+    for i, (field, value, msg) in enumerate(cases):
+        bad = tmp_path / ("bad%d.o" % i)
+        _patched_relocation(src, bad, field, value)
+        with pytest.raises(ElfError, match=re.escape(msg)):
+            ElfImage(bad)
+        code, out, err = sframe("dump", bad)
+        assert code != 0 and out == "" and err == "sframe: %s: .sframe: %s\n" % (bad, msg), err
+
