@@ -17,7 +17,7 @@ MIRROR=${SFRAME_MIRROR:-http://deb.debian.org/debian}
 TRIXIE_INCLUDE="gcc,binutils,libc6-dev,gdb"
 TRIXIE_EXTRA=""
 SID_INCLUDE="gcc,binutils,libc6-dev,gdb,python3"
-SID_EXTRA="lldb python3-lldb python3-pyelftools gdb-multiarch qemu-user gcc-aarch64-linux-gnu gcc-s390x-linux-gnu libc6-dev-arm64-cross libc6-dev-s390x-cross"
+SID_EXTRA="lldb python3-lldb python3-pyelftools clang-23 llvm-23 gdb-multiarch qemu-user gcc-aarch64-linux-gnu gcc-s390x-linux-gnu libc6-dev-arm64-cross libc6-dev-s390x-cross"
 
 spec() {
     case "$1" in

@@ -21,8 +21,8 @@ import struct
 
 import pytest
 import toolchains as T
-from test_dump import assert_v1_matches, rows
 from test_cli import sframe
+from test_dump import assert_v1_matches, rows
 
 from sframekit.core.decode import Section
 from sframekit.core.dump import dump_file
@@ -104,7 +104,7 @@ def test_v2_objects_against_both_readelfs(objects):
         assert "SFRAME_F_FDE_FUNC_START_PCREL" not in ours
         offsets = iter(field_offsets(path))
 
-        def as_247(match):      # readelf 2.47: the PC-relative relocation read from the section start
+        def as_247(match, offsets=offsets):   # readelf 2.47: the PC-relative relocation read from the section start
             return "pc = %#x," % ((int(match.group(1), 16) - next(offsets)) & m64)
         expect = re.sub(r"pc = (0x[0-9a-f]+),", as_247, ours)
         # The rows: their start addresses move with their function's start.
@@ -230,3 +230,46 @@ def test_bad_relocations_are_one_line_errors(objects, tmp_path):
         code, out, err = sframe("dump", bad)
         assert code != 0 and out == "" and err == "sframe: %s: .sframe: %s\n" % (bad, msg), err
 
+
+
+# -- in the debuggers ---------------------------------------------------------------------------------
+
+def _debugger_objects(objects):
+    return [p for tc in ("sid", "trixie", "host") for p in objects[tc] if p.name.endswith(("-frames-fs.o", "-recurse.o"))]
+
+
+@pytest.mark.parametrize("gdb", ("gdb13", "gdb18"))
+def test_gdb_reads_an_object_file(objects, tmp_path, gdb):
+    """`gdb x.o`: GDB places the sections one after another; `info sframe` finds each function
+    where GDB has its symbol (the section read from the file, relocated, not GDB's unrelocated
+    view of it)."""
+    from test_gdb import PLUGIN, run_gdb
+    paths = _debugger_objects(objects)
+    lines = ["source %s" % PLUGIN]
+    for i, path in enumerate(paths):
+        lines += ["file %s" % path, "mark %d" % i, "info address main", "info sframe main+1", "info sframe"]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "error" not in out.lower(), out
+    for i, path in enumerate(paths):
+        block = out.between(str(i), str(i + 1) if i + 1 < len(paths) else None)
+        addr = int(re.search(r'Symbol "main" is (?:a function )?at (?:address )?(0x[0-9a-f]+)', block).group(1), 16)
+        assert "Address: %#x in %s" % (addr + 1, path) in block, block
+        assert re.search(r"^Function: main at %#x, size \d+ bytes \(FDE \d+\)$" % addr, block, re.M), block
+
+
+@pytest.mark.parametrize("lldb", (16, 21))
+def test_lldb_reads_an_object_file(objects, tmp_path, lldb):
+    from test_lldb import PROBE, run_lldb
+    (tmp_path / "sframe_probe.py").write_text(PROBE)
+    paths = _debugger_objects(objects)
+    lines = []
+    for i, path in enumerate(paths):
+        lines += ["target create %s" % path, "probe run img%d image lookup -n main" % i,
+                  "probe run sf%d sframe lookup main+1" % i]
+    s = run_lldb(lldb, lines, tmp_path, "objects%d" % lldb)
+    assert "Traceback" not in s.stdout + s.stderr
+    for i, path in enumerate(paths):
+        addr = int(re.search(r"\[(0x[0-9a-f]+)\]", s.block("img%d" % i).text).group(1), 16)
+        sf = s.block("sf%d" % i)
+        assert not sf.err and sf.out[0] == "Address: %#x in %s" % (addr + 1, path), (sf.out, sf.err)
+        assert re.match(r"^Function: main at %#x, size \d+ bytes \(FDE \d+\)$" % addr, sf.out[2]), sf.out
