@@ -1,6 +1,6 @@
 """Fuzz the codec with mutated real sections: `python3 bench/fuzz.py [COUNT] [ELF...]`.
 
-Default: 100,000 mutants of the .sframe sections of the fixture corpus (every toolchain) plus
+Default: 1,000,000 mutants of the .sframe sections of the fixture corpus (every toolchain) plus
 synthetic sections.  Prints progress and the escapes (exceptions other than SFrameError), the
 slowest case, and peak memory relative to the section size; exits 1 on any escape.
 """
@@ -64,7 +64,7 @@ def big_memory_figures():
 
 
 def main(argv):
-    count = int(argv[0]) if argv else 100000
+    count = int(argv[0]) if argv else 1000000
     paths = argv[1:] or default_corpus()
     seeds = corpus_sections(paths)
     real = len(seeds)

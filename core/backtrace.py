@@ -28,7 +28,7 @@ from .corefile import CoreFile
 from .corenotes import Thread
 from .elf import ElfImage
 from .errors import ElfError
-from .modules import ModuleSet
+from .modules import ModuleSet, finder
 from .text import registers_line
 from .unwind import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_from_registers, frame_rows, lookup_address
 
@@ -128,6 +128,10 @@ class CoreSession:
             return thread.sp if num == sp_num else regs.get(num)
         return frame_from_registers(self.abi, thread.pc, read, full=True, regs=regs)
 
+    def _owner(self, pc: int) -> Optional[str]:
+        mod = self.core.module_at(pc)
+        return mod.image.path if mod is not None and mod.image is not None else None
+
     def trampoline_name(self, pc: int) -> Optional[str]:
         """Symbol name at pc, for the unwinder's signal-trampoline recognition (`symbol=`).
 
@@ -139,9 +143,9 @@ class CoreSession:
 
     def walk(self, thread: Thread, limit: int = DEFAULT_DEPTH_LIMIT,
              fp_fallback: bool = False, callee_saved: bool = False) -> Iterator[Union[Frame, Stop]]:
-        return ahead.walk(self.initial_frame(thread), abi=self.abi, read=self.core.read, find=self.modules.find,
-                    limit=limit, fp_fallback=fp_fallback, symbol=self.trampoline_name, callee_saved=callee_saved,
-                    symbolize=self.symbolize)
+        return ahead.walk(self.initial_frame(thread), abi=self.abi, read=self.core.read,
+                          find=finder(self.modules, self._owner), limit=limit, fp_fallback=fp_fallback,
+                          symbol=self.trampoline_name, callee_saved=callee_saved, symbolize=self.symbolize)
 
 
 def _frame_symbol(session, frame, trampoline):

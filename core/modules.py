@@ -30,6 +30,7 @@ class Module:
     section_addr: Optional[int] = None   # its load address
     cfi_loader: object = None   # optional: () -> [core.cfi.CfiSection] of the file, as loaded
     cfi: Optional[CfiIndex] = None       # which addresses DWARF CFI covers, built on first use
+    failure: Optional[Exception] = None  # what made it unusable (an SFrameError: a malformed section)
     no_sframe: bool = False     # the file has no SFrame section, or an empty one (error says so)
     empty_sframe: bool = False  # ... an empty one
 
@@ -108,6 +109,7 @@ class ModuleSet:
                 m.range = m.index.text_range()
         except (ElfError, SFrameError, OSError) as exc:
             m.error = str(exc)
+            m.failure = exc
             m.index = None
             m.no_sframe = isinstance(exc, NoSFrameError)
             m.empty_sframe = isinstance(exc, EmptySFrameError)
@@ -171,6 +173,22 @@ class ModuleSet:
     def with_sframe(self) -> List[Module]:
         self._load_pending()
         return [m for m in self._modules.values() if m.index is not None]
+
+
+def finder(modules: ModuleSet, owner: Callable[[int], Optional[str]]):
+    """core.unwind's `find(pc)` over `modules`, for a debugger-free walk.  A PC in a file whose
+    SFrame section is malformed (`owner(pc)` names the file holding a PC) raises that section's
+    SFrameError: the walk then ends on "malformed SFrame section at byte offset N: rule", which
+    is why, not on "no SFrame information"."""
+    def find(pc: int):
+        found = modules.find(pc)
+        if found is None:
+            path = owner(pc)
+            m = modules.by_path(path) if path else None
+            if m is not None and isinstance(m.failure, SFrameError):
+                raise m.failure
+        return found
+    return find
 
 
 class NotCovered(LookupError):

@@ -83,15 +83,21 @@ class Stop:
         return self.reason is not StopReason.OUTERMOST
 
     @property
-    def message(self) -> str:
-        """GDB-style text, e.g. 'Backtrace stopped: Cannot access memory at address 0x10'."""
+    def text(self) -> str:
+        """The reason and its details, e.g. 'Cannot access memory at address 0x10' (a detail that
+        says the reason itself, as an SFrameError's text does, stands alone)."""
         if self.reason is StopReason.MEMORY_READ and self.address is not None:
             text = "Cannot access memory at address %#x" % self.address
         else:
             text = self.reason.value
         if self.detail:
-            text += ": " + self.detail
-        return "Backtrace stopped: " + text
+            text = self.detail if self.detail.startswith(text) else text + ": " + self.detail
+        return text
+
+    @property
+    def message(self) -> str:
+        """GDB-style text, e.g. 'Backtrace stopped: Cannot access memory at address 0x10'."""
+        return "Backtrace stopped: " + self.text
 
     def __str__(self):
         return self.message

@@ -16,7 +16,7 @@ from ..core import abi as abimod
 from ..core.dump import dump_file
 from ..core.errors import ElfError, SFrameError
 from ..core.format import MASK64
-from ..core.modules import NotCovered, locate
+from ..core.modules import NotCovered, finder, locate
 from ..core.text import frame_line, info_lines, lookup_lines, registers_line, saves_lines, stop_line, values_lines, where_text
 from ..core.tracker import LoadedModule, ModuleTracker, file_identity
 from ..core.unwind import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values, walk
@@ -460,7 +460,8 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
         initial = _frame_state(frame, abi, topmost)
         count = opts.get("count")
         limit = count + 1 if count else DEFAULT_DEPTH_LIMIT
-        items = walk(initial, topmost=topmost, abi=abi, read=_reader(process), find=_TRACKER.find,
+        items = walk(initial, topmost=topmost, abi=abi, read=_reader(process),
+                     find=finder(_TRACKER.modules, _owner(target)),
                      limit=limit, fp_fallback=bool(opts.get("fp")), symbol=_symbol_name(target),
                      callee_saved=bool(opts.get("registers")), symbolize=_symbolizer(target))
         rows, stop = frame_rows(items)

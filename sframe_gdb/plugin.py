@@ -14,13 +14,27 @@ class Plugin:
         self.mode = Mode.AUTO         # set sframe mode: auto (the default), always, off
         self.last_on_mode = Mode.AUTO   # what `set sframe on` goes back to
         self.debug = False
+        self._log = []                # debug lines not printed yet (see log)
         self.callee_saved = True      # set sframe callee-saved: recover the caller's callee-saved registers
         self.tracker = Tracker(self.log, self._may_have_sframe)
         self.unwinder = SFrameUnwinder(self)
 
+    LOG_LIMIT = 10000     # debug lines held at most before they are printed anyway
+
     def log(self, msg):
+        """A debug line (`set debug sframe on`).  Lines are held and printed whole at the next
+        point where GDB is between lines of its own (a stop, a prompt, one of our commands, GDB's
+        exit): the unwinder is called while GDB prints a frame line (for the caller's registers,
+        to print the frame's arguments), and a line written then would split it."""
         if self.debug:
-            gdb.write("[sframe] %s\n" % msg, gdb.STDERR if hasattr(gdb, "STDERR") else gdb.STDOUT)
+            self._log.append(msg)
+            if len(self._log) >= self.LOG_LIMIT:
+                self.flush_log()
+
+    def flush_log(self, *_):
+        if self._log:
+            lines, self._log = self._log, []
+            gdb.write("".join("[sframe] %s\n" % m for m in lines), gdb.STDERR if hasattr(gdb, "STDERR") else gdb.STDOUT)
 
     @property
     def enabled(self):
@@ -56,6 +70,10 @@ class Plugin:
         # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: look again at each prompt.
         if hasattr(gdb.events, "before_prompt"):
             gdb.events.before_prompt.connect(self.unwinder.forget_dwarf_state)
+        for name in ("stop", "before_prompt", "gdb_exiting"):       # where GDB is between lines
+            registry = getattr(gdb.events, name, None)
+            if registry is not None:
+                registry.connect(self.flush_log)
         from .command import register
         register(self)
         flush_frames()

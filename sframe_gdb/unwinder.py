@@ -84,6 +84,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._generation = None   # the tracker's generation the walkers were made for
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
         self._last = {}           # level -> (pc, cfa, Frame) of frames unwound by SFrame (see `last`)
+        self.problems = {}        # level -> (pc, why): frames declined for an error (a malformed section ...)
         self._inferior = None
         self._dwarf = None        # are GDB's DWARF unwinders on (None: not asked since the last prompt or unwind)
         self._cfi_both = {}       # pc -> CfiRange: DWARF CFI covers pc and pc - 1 (mode auto declines at once)
@@ -104,6 +105,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._chunk = None
         self._verdicts = {}
         self._last = {}
+        self.problems = {}
         self._dwarf = None
         for walker in self._walkers.values():
             walker.new_unwind()
@@ -212,6 +214,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         """Leave the frame to GDB's other unwinders, and say why under `set debug sframe on`
         (`always`: an anomaly worth a line in the debug log whenever it happens)."""
         self._note(level, DECLINED, pc or 0)
+        if always:
+            self.problems[level] = (pc, why)
         if always or self.plugin.debug:
             where = "" if pc is None else "pc %#x: " % pc
             self.plugin.log("frame #%d: %s%s" % (level, where, why))
@@ -369,7 +373,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             if res.reason is StopReason.OUTERMOST:
                 self._note(level, OURS, pc)
                 return self._outermost(pf, arch, level, pc, found, res)
-            return self._decline(level, pc, "declined: %s%s" % (res.reason.value, ": " + res.detail if res.detail else ""),
+            return self._decline(level, pc, "declined: " + res.text,
                                  always=True)
         if res.method is Method.SIGNAL:
             # GDB's own signal-trampoline unwinder knows this frame's type and registers.

@@ -9,6 +9,21 @@ from .verify import SFramePrefix, SFrameVerify
 _REGISTERED = []
 
 
+def _flushing(command, plugin):
+    """The command prints the debug lines held so far before its own output, and those it
+    caused after it (Plugin.log)."""
+    invoke = command.invoke
+
+    def flushed(arg, from_tty):
+        plugin.flush_log()
+        try:
+            return invoke(arg, from_tty)
+        finally:
+            plugin.flush_log()
+    command.invoke = flushed
+    return command
+
+
 def register(plugin):
     """Create the commands and settings (once)."""
     if _REGISTERED:
@@ -19,7 +34,7 @@ def register(plugin):
         SFrameModeParameter(plugin),
         CalleeSavedParameter(plugin),
         DebugSFrameParameter(plugin),
-        InfoSFrame(plugin),
+        _flushing(InfoSFrame(plugin), plugin),
         SFramePrefix(),
-        SFrameVerify(plugin),
+        _flushing(SFrameVerify(plugin), plugin),
     ])

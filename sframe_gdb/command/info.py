@@ -2,6 +2,7 @@
 
 import gdb
 
+from ...core.errors import ElfError, SFrameError
 from ...core.format import MASK64
 from .. import dwarf
 from .common import frame_values, has_registers, is_callers_pc, objfile_name_at, parse_address, symbol_at
@@ -32,7 +33,7 @@ rules give there."""
                 self._table()
         except gdb.GdbError:
             raise
-        except gdb.error as exc:
+        except (gdb.error, SFrameError, ElfError) as exc:     # GDB's, or the user's files: not ours
             raise gdb.GdbError("info sframe: %s" % exc) from None
         except Exception as exc:
             raise gdb.GdbError("info sframe: internal error: %s: %s" % (type(exc).__name__, exc)) from None
@@ -44,9 +45,10 @@ rules give there."""
         mods = list(tracker.modules())
         rows = []
         without = 0
+        unusable = [m for m in mods if m.index is None and m.error and not m.no_sframe]
         for m in mods:
             if m.index is None:
-                without += 1
+                without += 0 if m in unusable else 1
                 continue
             h = m.index.header
             lo, hi = m.range
@@ -54,7 +56,8 @@ rules give there."""
                          "%#x-%#x" % (lo, hi) if hi > lo else "-"))
         if not rows:
             gdb.write("No loaded objfile has SFrame information (%d objfile%s tracked).\n"
-                      % (without, "" if without == 1 else "s"))
+                      % (len(mods), "" if len(mods) == 1 else "s"))
+            self._unusable(unusable)
             return
         head = ("Objfile", "Version", "ABI", "FDEs", "FREs", "Text range")
         widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
@@ -64,6 +67,14 @@ rules give there."""
             gdb.write("  ".join(cells).rstrip() + "\n")
         if without:
             gdb.write("%d other objfile%s without SFrame.\n" % (without, "" if without == 1 else "s"))
+        self._unusable(unusable)
+
+    @staticmethod
+    def _unusable(mods):
+        if mods:
+            gdb.write("Objfiles whose SFrame section cannot be used:\n")
+            for m in mods:
+                gdb.write("  %s\n" % m.problem)
 
     def _address(self, arg):
         from ...core import text

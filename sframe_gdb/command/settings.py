@@ -140,6 +140,7 @@ class DebugSFrameParameter(gdb.Parameter):
         self.value = plugin.debug
 
     def get_set_string(self):
+        self.plugin.flush_log()
         self.plugin.debug = bool(self.value)
         return ""
 

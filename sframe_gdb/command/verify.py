@@ -93,6 +93,10 @@ Prints each disagreement and two summary lines:
                     checked, diss, counts = self._check(k, max_frames)
                 except gdb.error as exc:
                     raise gdb.GdbError("sframe verify: %s" % exc) from None
+                for level, (pc, why) in sorted(self._problems.items()):
+                    gdb.write("%sframe #%d: not checked: pc %#x: %s\n" % (
+                        "stop %d (pc %#x): " % (k, self._pc0) if steps else "", level, pc or 0,
+                        why[len("declined: "):] if why.startswith("declined: ") else why))
                 frames += checked
                 stops += 1
                 regs.add(counts)
@@ -103,6 +107,10 @@ Prints each disagreement and two summary lines:
         finally:
             if quiet is not None:
                 _suppress_notifications(quiet)
+        tracker = self.plugin.tracker
+        for m in tracker.modules():
+            if m.index is None and m.error and not m.no_sframe:
+                gdb.write("sframe verify: not checked: %s\n" % m.problem)
         gdb.write(verifymod.summary(frames, stops, len(bad)) + "\n")
         gdb.write(regs.line() + "\n")
 
@@ -141,6 +149,8 @@ Prints each disagreement and two summary lines:
             except gdb.error:
                 break
         last = self.plugin.unwinder.last if ours else {}     # what the unwinder did in this walk
+        if ours:
+            self._problems = dict(self.plugin.unwinder.problems)
         facts = []
         for f in frames:
             level = f.level()
