@@ -20,7 +20,7 @@ import struct
 import pytest
 import toolchains as T
 import unwind_fuzzing
-from test_gdb import PLUGIN, run_gdb
+from test_gdb import PLUGIN, STOPS, run_gdb
 from test_lldb import PROBE, run_lldb
 
 from sframekit.core.decode import Section
@@ -205,3 +205,224 @@ def test_debug_lines_never_split_a_frame_line(corpus, tmp_path, gdb):
     assert all(re.search(r"\) at \S+recurse\.c:\d+$", l) for l in frame_lines if "descend" in l), out
     assert any("Breakpoint 1, stop_here (" in l for l in out.splitlines()), out
     assert out.count("[sframe] frame #") >= 9, out
+
+
+# -- programs that corrupt their own stack -------------------------------------------------------------
+
+SMASH_MODES = ("wild", "self", "code")
+
+
+@pytest.fixture(scope="module")
+def smashed(roots, tmp_path_factory):
+    """tests/fixtures/smash.c built by the host (V1), trixie (V2) and sid (V3) toolchains, with
+    and without .eh_frame: {toolchain: (program, copy without .eh_frame)}."""
+    work = tmp_path_factory.mktemp("smash")
+    out = {}
+    for tc in ("host", "trixie", "sid"):
+        d = work / tc
+        (d / "orig").mkdir(parents=True)
+        (d / "noeh").mkdir()
+        exe = d / "orig" / "smash"          # paths of equal length: the same stack addresses
+        T._run_script(T.toolchain(tc), [T._compile_cmd(T.toolchain(tc), [T.FIXTURES_DIR / "smash.c"], exe,
+                                                       T.VARIANTS["O2-nofp"]),
+                                        T._strip_eh_cmd(T.toolchain(tc), exe, d / "noeh" / "smash")], d)
+        out[tc] = (exe, d / "noeh" / "smash")
+    return out
+
+
+
+
+@pytest.mark.parametrize("gdb,tc", (("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid"), ("gdb18", "trixie")))
+def test_gdb_on_smashed_stacks(smashed, tmp_path, gdb, tc):
+    """The plugin (DWARF off; .eh_frame removed) gives the frames GDB's DWARF `bt` gives, PC and
+    CFA, however the program wrecked its stack, in bounded time and without a traceback."""
+    exe, noeh = smashed[tc]
+    lines = ["set startup-with-shell off"]
+    for mode in SMASH_MODES:
+        lines += ["file %s" % exe, "break stop_here", "run %s" % mode, "frames-dump %s-dwarf 100" % mode,
+                  "dwarf-unwinders off", "source %s" % PLUGIN, "frames-dump %s-sframe 100" % mode,
+                  "dwarf-unwinders on", "kill", "delete",
+                  "file %s" % noeh, "break stop_here", "run %s" % mode, "frames-dump %s-noeh 100" % mode,
+                  "kill", "delete"]
+    out = run_gdb(gdb, lines, tmp_path, timeout=300)
+    check_clean(out)
+    for mode in SMASH_MODES:
+        ref = out.frames(mode + "-dwarf")
+        assert [f.name for f in ref[:2]] == ["stop_here", "smash"] and len(ref) > 2, ref
+        for kind in ("sframe", "noeh"):
+            got = out.frames("%s-%s" % (mode, kind))
+            want = ref
+            if kind == "sframe":
+                # DWARF off for every file: the frames SFrame unwinds and the first one it leaves
+                # to GDB's other unwinders are DWARF's; beyond, GDB's heuristics guess.
+                k = next((i for i, f in enumerate(got) if not f.sf), len(got) - 1)
+                got, want = got[:k + 1], ref[:k + 1]
+            else:
+                # A zero return address ends the plugin's walk (the outermost frame: its PC is
+                # not saved); GDB's DWARF unwinder shows one more frame, at PC 0, then stops.
+                rest = want[len(got):]
+                assert not rest or (len(rest) <= 2 and rest[-1].pc == 0), (mode, rest)
+                want = want[:len(got)]
+            assert [(f.pc, f.cfa) for f in got] == [(f.pc, f.cfa) for f in want], (mode, kind, got, want)
+            assert got[0].sf and got[1].sf, got          # the intact frames: SFrame's
+
+
+@pytest.mark.parametrize("lldb", (16, 21))
+def test_lldb_and_cli_on_smashed_stacks(smashed, tmp_path, lldb):
+    """LLDB's `sframe bt` and `sframe backtrace CORE` end with a stated stop reason."""
+    tc = "host" if lldb == 16 else "sid"
+    exe = smashed[tc][1]
+    (tmp_path / "sframe_probe.py").write_text(PROBE)
+    lines = []
+    for mode in SMASH_MODES:
+        lines += ["target create %s" % exe, "breakpoint set -n stop_here", "process launch -- %s" % mode,
+                  "probe run %s sframe bt" % mode, "process kill", "target delete"]
+    s = run_lldb(lldb, lines, tmp_path, "smash%d" % lldb)
+    check_clean(s.stdout + s.stderr)
+    for mode in SMASH_MODES:
+        rows, last = s.sframe_bt(mode)
+        assert [r[2].split("`")[-1].split()[0] for r in rows[:2]] == ["stop_here", "smash"], rows
+        assert last.startswith("  Backtrace stopped: "), last
+    for mode in SMASH_MODES:
+        core = tmp_path / ("%s-%s.core" % (tc, mode))
+        T.run_in(tc if tc == "host" else "sid", ["gdb", "-nx", "-batch", "-ex", "break stop_here", "-ex",
+                                                 "run %s" % mode, "-ex", "gcore %s" % core, str(exe)],
+                 cwd=tmp_path, check=True, timeout=120)
+        p = T.run_in("host", ["/usr/bin/python3", str(REPO / "scripts" / "sframe"), "backtrace", str(core)],
+                     cwd=tmp_path, check=True, timeout=120)
+        check_clean(p.stdout + p.stderr)
+        frames = [l for l in p.stdout.splitlines() if l.startswith("#")]
+        assert "stop_here" in frames[0] and "smash" in frames[1], p.stdout
+        assert p.stdout.splitlines()[-1].startswith("Backtrace stopped: "), p.stdout
+
+
+# -- long sessions ----------------------------------------------------------------------------------
+
+def build_longrun(tc, work):
+    """tests/fixtures/longrun.c and libfix.so by toolchain tc, both without .eh_frame (only the
+    plugin can unwind them): (program, library)."""
+    t = T.toolchain(tc)
+    work.mkdir(parents=True, exist_ok=True)
+    exe, lib = work / "longrun.full", work / "libfix.full.so"
+    T._run_script(t, [T._compile_cmd(t, [T.FIXTURES_DIR / "longrun.c"], exe, T.VARIANTS["O2-nofp"], ["-ldl"]),
+                      T._compile_cmd(t, [T.FIXTURES_DIR / "libfix.c"], lib, [*T.VARIANTS["O2-nofp"], "-fPIC",
+                                                                             "-shared"]),
+                      T._strip_eh_cmd(t, exe, work / "longrun"), T._strip_eh_cmd(t, lib, work / "libfix.so")], work)
+    return work / "longrun", work / "libfix.so"
+
+
+def long_run(gdb, tc, work, stops, loads, timeout=1800):
+    """Run the longrun program through `stops` stops and `loads` library loads in GDB with the
+    plugin; returns {phase: {figure: value}} from the LONGRUN lines."""
+    exe, lib = build_longrun(tc, work)
+    out = run_gdb(gdb, ["source %s" % PLUGIN, "source %s" % (REPO / "tests" / "gdb_longrun.py"),
+                        "file %s" % exe, "break stop_here", "break lib_stop_here",
+                        "run %d %d %s" % (stops, loads, lib), "long-run %d %d" % (stops, loads)],
+                  work, timeout=timeout)
+    check_clean(out)
+    return parse_long_run(out)
+
+
+LONG_STOPS, LONG_LOADS = 10000, 1000
+
+
+def parse_long_run(out):
+    figures = {}
+    for line in out.splitlines():
+        if line.startswith("LONGRUN phase="):
+            fields = dict(kv.split("=", 1) for kv in line.split()[1:])
+            figures[fields.pop("phase")] = fields
+    assert set(figures) == {"stops", "loads"}, out[-3000:]
+    return figures
+
+
+def check_long_run(figures):
+    for phase, want in (("stops", LONG_STOPS), ("loads", LONG_LOADS)):
+        f = figures[phase]
+        assert int(f["stops"]) == want and int(f["bad"]) == 0, (phase, f)
+        warm, top = int(f["rss_warm"]), int(f["rss_max"])
+        assert warm and top <= warm * 1.10, (phase, f)
+    assert int(figures["loads"]["addresses"]) >= 4, figures       # the library moved
+
+
+@pytest.mark.parametrize("gdb,tc", (("gdb13", "host"), ("gdb18", "sid")))
+def test_long_session_gdb(tmp_path, gdb, tc):
+    """10,000 stops with `bt`, then the library dlopen'ed and dlclose'd 1,000 times at changing
+    addresses: every backtrace right (no stale index by address), GDB's resident memory after
+    the warm-up within 10%.  The figures are printed (pytest -s)."""
+    figures = long_run(gdb, tc, tmp_path, LONG_STOPS, LONG_LOADS)
+    print("long session %s: %s" % (gdb, figures))
+    check_long_run(figures)
+
+
+def long_run_lldb(lldb, work, stops, loads, timeout=1800):
+    """The longrun program in LLDB 16 (host build) or 21 (sid build) with the plugin, through
+    `stops` stops and `loads` library loads; returns the figures as long_run does."""
+    exe, lib = build_longrun("host" if lldb == 16 else "sid", work)
+    (work / "sframe_probe.py").write_text(PROBE)
+    s = run_lldb(lldb, ["command script import %s" % (REPO / "tests" / "lldb_longrun.py"),
+                        "target create %s" % exe, "breakpoint set -n stop_here", "breakpoint set -n exe_callback",
+                        "process launch -- %d %d %s" % (stops, loads, lib),
+                        "long-run %d %d" % (stops, loads)], work, "long%d" % lldb, timeout=timeout)
+    check_clean(s.stdout + s.stderr)
+    return parse_long_run(s.stdout)
+
+
+@pytest.mark.parametrize("lldb", (16, 21))
+def test_long_session_lldb(tmp_path, lldb):
+    """The same long session in LLDB, `sframe bt` at every stop (the loads phase stops in the
+    executable's callback, called from the library: see tests/lldb_longrun.py)."""
+    figures = long_run_lldb(lldb, tmp_path, LONG_STOPS, LONG_LOADS)
+    print("long session lldb %d: %s" % (lldb, figures))
+    check_long_run(figures)
+
+
+@pytest.mark.parametrize("gdb,tc", (("gdb13", "host"), ("gdb18", "sid")))
+def test_session_rebuild_inferiors_fork_exec(corpus, tmp_path, gdb, tc):
+    """`run` again after the program was rebuilt with other code (the new section is used), two
+    inferiors with different programs, and `set follow-fork-mode child` through a fork and an exec:
+    every stop's frames are the program's own, unwound by the plugin (.eh_frame removed)."""
+    t = T.toolchain(tc)
+    prog = tmp_path / "prog"
+    frames_noeh = corpus.get(tc, "frames", "O2-nofp").noeh
+    recurse_noeh = corpus.get(tc, "recurse", "O2-nofp").noeh
+    other = tmp_path / "other"
+    shutil.copy2(frames_noeh, prog)
+    shutil.copy2(frames_noeh, other)
+    fe = tmp_path / "forkexec"
+    T._run_script(t, [T._compile_cmd(t, [T.FIXTURES_DIR / "forkexec.c"], tmp_path / "forkexec.full",
+                                     T.VARIANTS["O2-nofp"]),
+                      T._strip_eh_cmd(t, tmp_path / "forkexec.full", fe)], tmp_path)
+    rebuild = "python import shutil, os; shutil.copy2(%r, %r); os.utime(%r, (2e9, 2e9))" % (
+        str(recurse_noeh), str(prog), str(prog))
+    out = run_gdb(gdb, [
+        "source %s" % PLUGIN, "set startup-with-shell off", "file %s" % prog, "break stop_here", "run",
+        "frames-dump first", "mark info1", "info sframe", "mark rebuilt", "kill", rebuild, "run 6",
+        "frames-dump second", "mark info2", "info sframe", "mark inferiors",
+        "add-inferior -exec %s" % other, "inferior 2", "run", "frames-dump inf2", "inferior 1",
+        "frames-dump inf1", "kill inferiors 1 2", "inferior 1", "delete",
+        "set follow-fork-mode child", "set detach-on-fork on", "file %s" % fe, "break child_stop_here",
+        "run %s" % frames_noeh, "frames-dump child", "break stop_here", "continue", "frames-dump exec", "kill"],
+        tmp_path, timeout=600)
+    check_clean(out)
+    chain = list(STOPS["frames"][2])
+
+    def sframe_chain(label, names):
+        got = out.frames(label)
+        assert [f.name for f in got[:len(names)]] == names, (label, got)
+        assert all(f.sf for f in got[:len(names) - 1]), (label, got)
+        return got
+    sframe_chain("first", chain)
+    sframe_chain("second", ["stop_here"] + ["descend", "descend_odd"] * 3 + ["descend", "main"])
+    def fdes(mark, end):
+        m = re.search(r"^%s\s+\d\s+AMD64 little-endian\s+(\d+)" % re.escape(str(prog)), out.between(mark, end), re.M)
+        assert m, out[-3000:]
+        return int(m.group(1))
+    from sframekit.core.elf import ElfImage as _Img
+    count = {p: Section(_Img(p).sframe.data).header.num_fdes for p in (frames_noeh, recurse_noeh)}
+    assert count[frames_noeh] != count[recurse_noeh]
+    assert (fdes("info1", "rebuilt"), fdes("info2", "inferiors")) == (count[frames_noeh], count[recurse_noeh])
+    sframe_chain("inf2", chain)
+    sframe_chain("inf1", ["stop_here"] + ["descend", "descend_odd"] * 3 + ["descend", "main"])
+    sframe_chain("child", ["child_stop_here", "fork_chain", "main"])
+    sframe_chain("exec", chain)
