@@ -56,6 +56,32 @@ def cmd_backtrace(args: argparse.Namespace) -> int:
                           out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback, registers=args.registers)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0: every comparable rule agrees; 1: a disagreement; 2: a usage or file error."""
+    import json
+
+    from .check import DISAGREE, check_file, failed, summary_lines
+    try:
+        report = check_file(args.file, function=args.function)
+    except (ElfError, SFrameError, ImportError) as exc:
+        print("sframe: %s" % exc, file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report.as_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        shown = 0
+        for f in report.findings:
+            if args.max is not None and f.kind == DISAGREE and shown >= args.max:
+                continue
+            shown += f.kind == DISAGREE
+            print(f)
+        if args.max is not None and shown < sum(f.kind == DISAGREE for f in report.findings):
+            print("(more disagreements not shown: --max %d)" % args.max)
+        print("\n".join(summary_lines(report)))
+    return 1 if failed(report) else 0
+
+
 def package_dir() -> str:
     """The directory imported as the package `sframekit`: the checkout, or the installed copy."""
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--registers", "-r", action="store_true",
                     help="print each frame's callee-saved registers (callers: those the function's code proves)")
     bt.set_defaults(func=cmd_backtrace)
+    ck = sub.add_parser("check", help="compare the SFrame section with the file's DWARF CFI at every address",
+                        description="Compare what the SFrame section and the DWARF CFI (.eh_frame, .debug_frame) "
+                        "of the same file say at every address of every function: CFA, return address, frame "
+                        "pointer; and which functions each covers.  Exit status: 0 when everything comparable "
+                        "agrees, 1 on a disagreement, 2 on a usage or file error.")
+    ck.add_argument("file")
+    ck.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    ck.add_argument("--function", metavar="NAME", help="only this function (as the findings name it)")
+    ck.add_argument("--max", type=int, metavar="N", help="print at most N disagreements (all are counted)")
+    ck.set_defaults(func=cmd_check)
     gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
     gi.set_defaults(func=cmd_gdbinit)
     li = sub.add_parser("lldbinit", help="print the line that loads this copy into LLDB (for ~/.lldbinit)")

@@ -346,7 +346,7 @@ def check_long_run(figures):
 
 
 @pytest.mark.parametrize("gdb,tc", (("gdb13", "host"), ("gdb18", "sid")))
-def test_long_session_gdb(tmp_path, gdb, tc):
+def test_long_session_gdb(roots, tmp_path, gdb, tc):
     """10,000 stops with `bt`, then the library dlopen'ed and dlclose'd 1,000 times at changing
     addresses: every backtrace right (no stale index by address), GDB's resident memory after
     the warm-up within 10%.  The figures are printed (pytest -s)."""
@@ -369,7 +369,7 @@ def long_run_lldb(lldb, work, stops, loads, timeout=1800):
 
 
 @pytest.mark.parametrize("lldb", (16, 21))
-def test_long_session_lldb(tmp_path, lldb):
+def test_long_session_lldb(roots, tmp_path, lldb):
     """The same long session in LLDB, `sframe bt` at every stop (the loads phase stops in the
     executable's callback, called from the library: see tests/lldb_longrun.py)."""
     figures = long_run_lldb(lldb, tmp_path, LONG_STOPS, LONG_LOADS)

@@ -1,0 +1,219 @@
+"""`sframe check`: SFrame against the DWARF CFI of the same file, on every executable and library
+of the fixture corpus, and on copies with seeded defects.
+
+Every finding on the corpus is a known toolchain behaviour, listed in KNOWN with its reason and
+checked against `readelf --debug-dump=frames` where the reason is about the CFI; any other finding
+fails the test.  Seeded defects (one FRE's CFA offset, one FP offset, one FDE's start and size,
+one FDE dropped: made with core's encoder in copies of real sections) are reported exactly, with
+nothing else beyond the baseline.  AArch64 runs in the sid root, whose pyelftools (0.33) decodes
+DW_CFA_AARCH64_negate_ra_state; Debian 12's (0.29) stops with a one-line error.
+"""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+import toolchains as T
+from test_cli import REPO
+
+from sframekit.core.decode import Section
+from sframekit.core.elf import ElfImage
+from sframekit.core.encode import Func, Row, build
+
+CLI = REPO / "scripts" / "sframe"
+
+# (toolchain, kind, function, what, sframe, cfi) -> reason.  test_known_behaviours_against_readelf
+# checks the CFI side of them.
+PLT_GOT_16 = "binutils 2.44 and 2.47's ld write .plt.got as sp+16; its CFI (and the code: one jmp) say sp+8"
+NO_DRAP_FDE = "gas before 2.46 writes no FDE for a function that realigns its stack through a DRAP register"
+KNOWN = {
+    ("*", "CFI without FDE", "_start", "", "", ""):
+        "the C runtime's crt1.o is assembled without --gsframe: CFI, no SFrame",
+    ("host", "CFI without FDE", ".plt.got", "", "", ""): "binutils 2.40's ld writes no SFrame FDE for .plt.got",
+    ("sid", "not comparable", "realigned_drap", "FP", "", ""):
+        "the CFI saves rbp by DW_CFA_expression (DRAP); SFrame's flex FDE says it in its own words",
+    ("sid-s390x", "CFI without FDE", ".plt", "", "", ""): "binutils' s390x ld writes no SFrame FDE for the PLT",
+}
+for _tc in ("trixie", "sid"):
+    KNOWN[(_tc, "disagree", ".plt.got", "CFA", "rsp + 16", "rsp + 8")] = PLT_GOT_16
+for _tc in ("host", "trixie"):
+    KNOWN[(_tc, "CFI without FDE", "realigned_drap", "", "", "")] = NO_DRAP_FDE
+for _name in ("deregister_tm_clones", "register_tm_clones", "__do_global_dtors_aux", "frame_dummy"):
+    KNOWN[("sid-aarch64", "CFI without FDE", _name, "", "", "")] = \
+        "GCC's crtbegin.o (compiled without --gsframe) has CFI for its functions on AArch64 (none on x86-64, s390x)"
+
+
+def run_check(path, *args, inroot=None):
+    """(exit status, stdout, stderr) of `sframe check`, in the sid root (its Python) if inroot."""
+    if inroot:
+        p = T.run_in("sid", ["python3", str(CLI), "check", str(path), *args], binds=[path.parent], timeout=600)
+    else:
+        p = subprocess.run([sys.executable, str(CLI), "check", str(path), *args], cwd=REPO, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def findings(path, inroot=False):
+    code, out, err = run_check(path, "--json", inroot=inroot)
+    assert code in (0, 1) and err == "", (path, code, err)
+    doc = json.loads(out)
+    assert doc["failed"] == (code == 1)
+    return doc
+
+
+def corpus_files(corpus, tc):
+    return [p for b in corpus.select(toolchain=tc, variant="O2-nofp") for p in (b.path, b.lib) if p is not None]
+
+
+@pytest.mark.parametrize("tc", T.TOOLCHAINS)
+def test_corpus_findings_are_known(corpus, tc):
+    seen = set()
+    files = corpus_files(corpus, tc)
+    for path in files:
+        doc = findings(path, inroot=tc == "sid-aarch64")
+        assert doc["functions"] > 0 and doc["ranges"].get("agree", 0) > 0, path
+        for f in doc["findings"]:
+            key = (f["kind"], f["function"], f["what"], f["sframe"], f["cfi"])
+            assert (tc,) + key in KNOWN or ("*",) + key in KNOWN, "%s: unexplained finding %r" % (path, f)
+            seen.add((tc,) + key if (tc,) + key in KNOWN else ("*",) + key)
+    # Each known behaviour of this toolchain shows up (the list has no stale entries).
+    for key in KNOWN:
+        if key[0] == tc:
+            assert key in seen, "%s: %s was expected: %s" % (tc, key, KNOWN[key])
+    assert ("*", "CFI without FDE", "_start", "", "", "") in seen
+
+
+def test_known_behaviours_against_readelf(corpus):
+    """The CFI side of KNOWN, as readelf prints it: _start's CFI marks the RA undefined; the
+    .plt.got CFI of trixie and sid keeps CFA = rsp+8; realigned_drap's CFI uses expressions."""
+    for tc in ("trixie", "sid"):
+        b = corpus.get(tc, "realign", "O2-nofp")
+        text = T.run_in(tc, ["readelf", "--debug-dump=frames", str(b.path)], binds=[b.path.parent], check=True).stdout
+        assert "DW_CFA_def_cfa_expression" in text and "DW_CFA_undefined: r16 (rip)" in text, text[:2000]
+        if tc == "sid":
+            assert "DW_CFA_expression: r6 (rbp)" in text
+        # .plt.got's FDE keeps the CIE's CFA = rsp + 8 (no instruction of its own).
+        got = ElfImage(b.path).section_address(".plt.got")
+        m = re.search(r"FDE cie=\S+ pc=0*%x\.\.\S+\n((?:  .*\n)*)" % got, text)
+        assert m and set(m.group(1).split("\n")) <= {"  DW_CFA_nop", ""}, (tc, m and m.group(1))
+        assert "DW_CFA_def_cfa: r7 (rsp) ofs 8" in text
+
+
+def _funcs(sec):
+    """The section's functions as core.encode Funcs, to rebuild it with changes."""
+    out = []
+    for fde, fres in sec.check_all():
+        rows = [Row(fr.start, fr.words, fr.base_reg, fr.mangled_ra, fr.word_size) for fr in fres]
+        out.append(Func(fde.start, fde.size, rows, fde.pc_type, fde.rep_size, fde.fde_type, fde.signal,
+                        fde.pauth_key, fde.fre_type))
+    return out
+
+
+def _row_ranges(f, rows):
+    """[lo, hi) of the given row indexes of Func f, adjacent ones merged."""
+    out = []
+    for i in rows:
+        lo = f.start + f.rows[i].start
+        hi = f.start + (f.rows[i + 1].start if i + 1 < len(f.rows) else f.size)
+        if out and out[-1][1] == lo:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def test_seeded_defects_are_reported_exactly(corpus, tmp_path):
+    """One FRE's CFA offset, the FP slots of one function, one FDE's start and size, one FDE
+    dropped: exactly those functions and ranges are reported, nothing else beyond the baseline."""
+    b = corpus.get("sid", "frames", "O2-fp")
+    img = ElfImage(b.path)
+    sf = img.sframe
+    sec = Section(sf.data, sf.address)
+    h = sec.header
+    syms = {name: (addr, size) for addr, size, name in img._symtab()}
+    base = findings(b.path)
+    funcs = _funcs(sec)
+    by_start = {f.start: f for f in funcs}
+    want = []
+    # 1. level1: the CFA offset of its second row, + 8.
+    f = by_start[syms["level1"][0]]
+    r = f.rows[1]
+    f.rows[1] = Row(r.start, (r.words[0] + 8,) + tuple(r.words[1:]), r.base, r.mangled, r.word_size)
+    want += [("disagree", "level1", "CFA", lo, hi) for lo, hi in _row_ranges(f, [1])]
+    # 2. level2: every FP slot 8 bytes further down.
+    f = by_start[syms["level2"][0]]
+    fp_rows = [i for i, r in enumerate(f.rows) if len(r.words) > 1]
+    assert fp_rows, "level2 saves rbp (O2-fp)"
+    for i in fp_rows:
+        r = f.rows[i]
+        f.rows[i] = Row(r.start, (r.words[0], r.words[1] - 8) + tuple(r.words[2:]), r.base, r.mangled, r.word_size)
+    want += [("disagree", "level2", "FP", lo, hi) for lo, hi in _row_ranges(f, fp_rows)]
+    # 3. level3 one byte shorter; stop_here (one row) starting one byte late.
+    f = by_start[syms["level3"][0]]
+    funcs[funcs.index(f)] = Func(f.start, f.size - 1, f.rows, f.pc_type, f.rep_size, f.fde_type, f.signal,
+                                 f.pauth_key, f.fre_type)
+    want.append(("range differs", "level3", "", f.start, f.start + f.size - 1))
+    f = by_start[syms["stop_here"][0]]
+    assert len(f.rows) == 1
+    funcs[funcs.index(f)] = Func(f.start + 1, f.size - 1, f.rows, f.pc_type, f.rep_size, f.fde_type, f.signal,
+                                 f.pauth_key, f.fre_type)
+    want.append(("range differs", "stop_here+0x1", "", f.start + 1, f.start + f.size))
+    # 4. leaf_work: dropped.
+    funcs.remove(by_start[syms["leaf_work"][0]])
+    want.append(("CFI without FDE", "leaf_work", "", syms["leaf_work"][0], sum(syms["leaf_work"])))
+    data = build(h.version, h.abi, funcs, section_addr=sf.address, flags=h.flags, fixed_fp=h.cfa_fixed_fp_offset,
+                 fixed_ra=h.cfa_fixed_ra_offset)
+    assert len(data) <= len(sf.data)
+    new = tmp_path / "sframe.bin"
+    new.write_bytes(data.ljust(len(sf.data), b"\0"))
+    bad = tmp_path / "frames-seeded"
+    T.run_in("sid", ["objcopy", "--update-section", ".sframe=%s" % new, str(b.path), str(bad)], cwd=tmp_path,
+             check=True)
+    doc = findings(bad)
+
+    def key(f):
+        return (f["kind"], f["function"], f["what"], f["lo"], f["hi"])
+    extra = set(map(key, doc["findings"])) - set(map(key, base["findings"]))
+    assert doc["failed"] and sorted(extra) == sorted(want), (sorted(extra), sorted(want))
+    code, out, err = run_check(bad)
+    assert code == 1 and err == ""
+    lines = out.splitlines()
+    assert "level1 %#x-%#x: CFA: SFrame rsp + %d, CFI rsp + %d" % (
+        want[0][3], want[0][4], by_start[syms["level1"][0]].rows[1].words[0],
+        by_start[syms["level1"][0]].rows[1].words[0] - 8) in lines, out
+    assert lines[-2].startswith("sframe check: %s: " % bad) and lines[-1].startswith("coverage: 2 functions with CFI but no FDE, 0 FDEs without CFI, 2 FDEs whose range differs")
+
+
+def test_usage_and_file_errors_exit_2(tmp_path, corpus):
+    text = tmp_path / "text"
+    text.write_text("x\n")
+    for args, msg in (((text,), "not an ELF file"), ((tmp_path / "missing",), "no such file"),
+                      ((corpus.get("sid", "frames", "O2-nofp").noeh,), "no DWARF CFI")):
+        code, out, err = run_check(*args)
+        assert code == 2 and out == "" and err.count("\n") == 1 and msg in err, (args, err)
+    code, _, err = run_check(text, "--max", "many")
+    assert code == 2 and "invalid int value" in err
+
+
+def test_function_and_max(corpus):
+    b = corpus.get("sid", "frames", "O2-nofp")
+    code, out, _ = run_check(b.path, "--function", ".plt.got", "--max", "0")
+    assert code == 1, out
+    lines = out.splitlines()
+    assert lines[0] == "(more disagreements not shown: --max 0)" and "1 functions compared" in lines[1], out
+    code, out, _ = run_check(b.path, "--function", "level2")
+    assert code == 0 and out.splitlines()[0].startswith("sframe check: %s: 1 functions compared" % b.path), out
+
+
+def test_aarch64_needs_a_pyelftools_that_reads_its_cfi(corpus):
+    """Debian 12's pyelftools (0.29) cannot decode DW_CFA_AARCH64_negate_ra_state: one line."""
+    import elftools
+    b = corpus.get("sid-aarch64", "frames", "O2-pac")
+    code, out, err = run_check(b.path)
+    if tuple(map(int, elftools.__version__.split(".")[:2])) < (0, 32):
+        assert code == 2 and out == "" and "DW_CFA_AARCH64_negate_ra_state" in err and err.count("\n") == 1, err
+    else:
+        assert code in (0, 1) and err == ""
+    assert findings(b.path, inroot=True)["ranges"]["agree"] > 0
