@@ -18,6 +18,7 @@ class RelocKind:
     """An ELF relocation type that may complete an FDE start field in a relocatable file."""
     name: str
     size: int        # bytes written: 4 (V1/V2 start fields) or 8 (V3)
+    pcrel: bool = False   # S + A - P (else S + A)
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,8 @@ AMD64 = ABIInfo(
     ra_in_register=False, elf_machine="EM_X86_64",
     callee_saved=(3, 6, 12, 13, 14, 15), entry_cfa_offset=8,
     sigframes=(S.AMD64_RT,), sigframe_symbols={"__restore_rt": S.AMD64_RT},
-    relocations={1: RelocKind("R_X86_64_64", 8), 2: RelocKind("R_X86_64_PC32", 4), 10: RelocKind("R_X86_64_32", 4),
-                 11: RelocKind("R_X86_64_32S", 4), 24: RelocKind("R_X86_64_PC64", 8)})
+    relocations={1: RelocKind("R_X86_64_64", 8), 2: RelocKind("R_X86_64_PC32", 4, True), 10: RelocKind("R_X86_64_32", 4),
+                 11: RelocKind("R_X86_64_32S", 4), 24: RelocKind("R_X86_64_PC64", 8, True)})
 
 _A64_NAMES = {i: "x%d" % i for i in range(31)}
 _A64_NAMES[31] = "sp"
@@ -91,7 +92,7 @@ def _aarch64(name: str, title: str, sframe_abi: F.ABI, big_endian: bool) -> ABII
                    callee_saved=tuple(range(19, 29)), sigframes=(S.AARCH64_RT,),
                    sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT},
                    relocations={257: RelocKind("R_AARCH64_ABS64", 8), 258: RelocKind("R_AARCH64_ABS32", 4),
-                                260: RelocKind("R_AARCH64_PREL64", 8), 261: RelocKind("R_AARCH64_PREL32", 4)})
+                                260: RelocKind("R_AARCH64_PREL64", 8, True), 261: RelocKind("R_AARCH64_PREL32", 4, True)})
 
 
 AARCH64_LE = _aarch64("aarch64", "AArch64 little-endian", F.ABI.AARCH64_ENDIAN_LITTLE, False)
@@ -112,8 +113,8 @@ S390X = ABIInfo(
     sigframes=(S.S390X_RT, S.S390X_NONRT),
     sigframe_symbols={"__kernel_rt_sigreturn": S.S390X_RT, "__restore_rt": S.S390X_RT,
                       "__kernel_sigreturn": S.S390X_NONRT, "__restore": S.S390X_NONRT},
-    relocations={4: RelocKind("R_390_32", 4), 5: RelocKind("R_390_PC32", 4), 22: RelocKind("R_390_64", 8),
-                 23: RelocKind("R_390_PC64", 8)})
+    relocations={4: RelocKind("R_390_32", 4), 5: RelocKind("R_390_PC32", 4, True), 22: RelocKind("R_390_64", 8),
+                 23: RelocKind("R_390_PC64", 8, True)})
 
 ALL = (AMD64, AARCH64_LE, AARCH64_BE, S390X)
 BY_ABI = {a.sframe_abi: a for a in ALL}

@@ -105,20 +105,32 @@ class CfiFunction:
     section: str
 
 
-def cfi_functions(path: str) -> Tuple[List[CfiFunction], object]:
+def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[CfiFunction], object]:
     """The CFI FDEs of an ELF file (.eh_frame, then .debug_frame), decoded by pyelftools, and
-    pyelftools' structs for the file (to parse CFI expressions; None without CFI)."""
+    pyelftools' structs for the file (to parse CFI expressions; None without CFI).  In a
+    relocatable file (`image` given) the sections are read with their relocations applied and
+    placed as `image` places them, so that the addresses are those of its SFrame FDEs."""
     def load(elf, _fh):
         if not elf.has_dwarf_info():
             return [], None
         dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
-        out = []
         from elftools.common.exceptions import DWARFError
-        from elftools.dwarf.callframe import FDE
-        for name, has, entries in ((".eh_frame", dwarf.has_EH_CFI, dwarf.EH_CFI_entries),
-                                   (".debug_frame", dwarf.has_CFI, dwarf.CFI_entries)):
-            if not has():
-                continue
+        from elftools.dwarf.callframe import FDE, CallFrameInfo
+        sources = []
+        if image is not None and image.relocatable:
+            import io
+            for name, eh in ((".eh_frame", True), (".debug_frame", False)):
+                placed = image.relocated_section(name)
+                if placed is not None:
+                    data, addr = placed
+                    sources.append((name, CallFrameInfo(io.BytesIO(data), len(data), addr, dwarf.structs,
+                                                        for_eh_frame=eh).get_entries))
+        else:
+            sources = [(name, entries) for name, has, entries in (
+                (".eh_frame", dwarf.has_EH_CFI, dwarf.EH_CFI_entries), (".debug_frame", dwarf.has_CFI, dwarf.CFI_entries))
+                if has()]
+        out = []
+        for name, entries in sources:
             try:
                 for e in entries():
                     if isinstance(e, FDE):
@@ -131,7 +143,28 @@ def cfi_functions(path: str) -> Tuple[List[CfiFunction], object]:
                     " (DW_CFA_AARCH64_negate_ra_state: pyelftools 0.32 and later decode it)"
                     if "0x2d" in str(exc) else "")) from None
         return out, dwarf.structs
-    return load_elf(path, load, "DWARF CFI")
+    import elftools.dwarf.callframe as callframe
+    plain = callframe.DWARFStructs
+    callframe.DWARFStructs = _shared_structs(plain)
+    try:
+        return load_elf(path, load, "DWARF CFI")
+    finally:
+        callframe.DWARFStructs = plain
+
+
+def _shared_structs(make):
+    """pyelftools' CFI parser builds a new DWARFStructs (about 5 ms) for every CIE and FDE; they
+    differ only by byte order, format and address size, and are not changed once built: one of
+    each is made here (while cfi_functions parses), so that 50,000 FDEs take seconds, not minutes."""
+    made: Dict[tuple, object] = {}
+
+    def structs(little_endian, dwarf_format, address_size, dwarf_version=2):
+        key = (little_endian, dwarf_format, address_size, dwarf_version)
+        if key not in made:
+            made[key] = make(little_endian=little_endian, dwarf_format=dwarf_format, address_size=address_size,
+                             dwarf_version=dwarf_version)
+        return made[key]
+    return structs
 
 
 class _Expr:
@@ -147,6 +180,12 @@ class _Expr:
         self._parsed: Dict[tuple, list] = {}
 
     def rule(self, expr, pc: int) -> Optional[Rule]:
+        try:
+            return self._rule(expr, pc)
+        except Exception:      # the file's bytes: an expression pyelftools or this cannot follow
+            return None
+
+    def _rule(self, expr, pc: int) -> Optional[Rule]:
         key = tuple(expr)
         ops = self._parsed.get(key)
         if ops is None:
@@ -158,6 +197,8 @@ class _Expr:
                 if name.startswith("DW_OP_lit"):
                     stack.append((None, int(name[9:]), False))
                 elif name.startswith("DW_OP_breg"):
+                    if name == "DW_OP_bregx":
+                        return None        # (register, offset) arguments: not in the shapes compared
                     reg = int(name[10:])
                     if reg == self.pc_reg:
                         stack.append((None, pc + op.args[0], False))
@@ -194,11 +235,11 @@ class _Expr:
                     v = {"DW_OP_plus": x + y, "DW_OP_minus": x - y, "DW_OP_and": x & y, "DW_OP_or": x | y,
                          "DW_OP_ge": int(x >= y), "DW_OP_gt": int(x > y), "DW_OP_lt": int(x < y),
                          "DW_OP_le": int(x <= y), "DW_OP_eq": int(x == y), "DW_OP_ne": int(x != y),
-                         "DW_OP_shl": x << y, "DW_OP_shr": x >> y}[name]
+                         "DW_OP_shl": x << (y & 63), "DW_OP_shr": x >> (y & 63)}[name]
                     stack.append((None, v, False))
                 else:
                     return None
-        except (IndexError, KeyError, TypeError):
+        except (IndexError, KeyError, TypeError, ValueError):
             return None
         if len(stack) != 1 or stack[0][0] is None:
             return None
@@ -269,24 +310,28 @@ class _Collector:
     def __init__(self, report: Report, name: str):
         self.report = report
         self.name = name
-        self.last: Dict[str, Finding] = {}
+        self.last: Dict[str, int] = {}      # what -> position of its last finding in report.findings
 
     def add(self, kind, lo, hi, what, sframe="", cfi="", reason=""):
         self.report.ranges[kind] = self.report.ranges.get(kind, 0) + 1
         if kind == "agree":
             return
-        prev = self.last.get(what)
-        f = Finding(kind, self.name, lo, hi, what, sframe, cfi, reason)
+        findings = self.report.findings
+        at = self.last.get(what)
+        prev = findings[at] if at is not None else None
         if prev is not None and prev.hi == lo and (prev.kind, prev.sframe, prev.cfi, prev.reason) == \
                 (kind, sframe, cfi, reason):
-            self.report.findings[self.report.findings.index(prev)] = f = Finding(
-                kind, self.name, prev.lo, hi, what, sframe, cfi, reason)
+            findings[at] = Finding(kind, self.name, prev.lo, hi, what, sframe, cfi, reason)
         else:
-            self.report.findings.append(f)
-        self.last[what] = f
+            self.last[what] = len(findings)
+            findings.append(Finding(kind, self.name, lo, hi, what, sframe, cfi, reason))
 
 
-def _compare_at(col, abi, expr, lo, hi, fr: FrameRules, row: dict):
+def _compare_at(col, abi, expr, lo, hi, fr: Optional[FrameRules], row: dict):
+    if fr is None:              # before the FDE's first FRE: no SFrame row covers the range
+        col.add(DISAGREE, lo, hi, "CFA", "none (no FRE covers it)", _words(_cfi_rules(row, abi, expr, lo)[0]["CFA"],
+                                                                            "CFA", abi))
+        return
     ours = _sframe_rules(fr)
     theirs, why = _cfi_rules(row, abi, expr, lo)
     for what in WHATS:
@@ -309,12 +354,10 @@ def _row_at(rows, pcs, pc):
 def check_file(path: str, function: Optional[str] = None) -> Report:
     """Compare the SFrame section of the ELF file at `path` with its DWARF CFI."""
     img = ElfImage(path)
-    if img.relocatable:
-        raise ElfError("%s: a relocatable file: its CFI is not placed (link it, or `ld -r` then link)" % path)
     sf = img.require_sframe()
     sec = Section(sf.data, sf.address)
     abi = abimod.info(sec.abi)
-    cfis, structs = cfi_functions(path)
+    cfis, structs = cfi_functions(path, img)
     report = Report(path)
     report.text_bytes = sum(size for start, size in _exec_ranges(path))
     if structs is None or not cfis:
@@ -356,7 +399,8 @@ def check_file(path: str, function: Optional[str] = None) -> Report:
                 for f in fres:
                     if f.start <= k:
                         fre = f
-                _compare_at(col, abi, expr, pc, pc + 1, interpret(sec.header, fde, fre), _row_at(rows, pcs, pc))
+                rules = None if fre is None and fres else interpret(sec.header, fde, fre)
+                _compare_at(col, abi, expr, pc, pc + 1, rules, _row_at(rows, pcs, pc))
             continue
         bounds = sorted({lo, hi} | {fde.start + f.start for f in fres if lo < fde.start + f.start < hi}
                         | {p for p in pcs if lo < p < hi})
@@ -364,7 +408,8 @@ def check_file(path: str, function: Optional[str] = None) -> Report:
         for a, b in zip(bounds, bounds[1:]):
             i = bisect.bisect_right(fstarts, a) - 1
             fre = fres[i] if i >= 0 else None
-            _compare_at(col, abi, expr, a, b, interpret(sec.header, fde, fre), _row_at(rows, pcs, a))
+            rules = None if fre is None and fres else interpret(sec.header, fde, fre)   # no FREs (V3): outermost
+            _compare_at(col, abi, expr, a, b, rules, _row_at(rows, pcs, a))
     for c in cfis:
         if c.lo not in matched and c.hi > c.lo:
             name = _name(img, c.lo)

@@ -128,7 +128,7 @@ def load_elf(path: str, load: Callable[..., T], what: str = "ELF structure") -> 
         raise ElfError("%s: permission denied" % path) from None
     except ElfError:
         raise
-    except (_PyElfError, ValueError, KeyError, IndexError, OSError, struct.error) as exc:
+    except (_PyElfError, ValueError, KeyError, IndexError, AttributeError, OSError, struct.error) as exc:
         raise ElfError("%s: cannot read %s: %s" % (path, what, exc)) from None
 
 
@@ -177,12 +177,9 @@ class ElfImage:
                         if self.relocatable and sec["sh_flags"] & SHF_ALLOC and sec["sh_size"]]
         self._symbols = None     # read on first use: large symbol tables cost seconds
 
-    def _relocated(self, elf, sections, k, data):
-        """The SFrame section's bytes with the relocations aimed at it applied (core.reloc)."""
-        from . import abi as abimod
-        from .reloc import Relocation, apply
-        where = "%s: %s" % (self.path, sections[k].name)
-        abi = abimod.for_elf(self.machine, self.big_endian)
+    def _relocations(self, elf, sections, k, where):
+        """The relocations aimed at section k, each symbol placed as the sections are."""
+        from .reloc import Relocation
         relocs = []
         for sec in sections:
             if sec["sh_type"] not in ("SHT_RELA", "SHT_REL") or sec["sh_info"] != k:
@@ -201,9 +198,37 @@ class ElfImage:
                     raise ElfError("%s: relocation at offset %#x is against %s symbol %r"
                                    % (where, r["r_offset"], "an undefined" if shndx == "SHN_UNDEF" else shndx, name))
                 relocs.append(Relocation(r["r_offset"], r["r_info_type"], value, r["r_addend"] if rela else None, name))
+        return relocs
+
+    def _kinds(self, relocs, where):
+        from . import abi as abimod
+        abi = abimod.for_elf(self.machine, self.big_endian)
         if relocs and abi is None:
             raise ElfError("%s: relocations for machine %s are not supported" % (where, self.machine))
-        return apply(data, relocs, abi.relocations if abi else {}, self._addrs[k], where)
+        return abi.relocations if abi else {}
+
+    def _relocated(self, elf, sections, k, data):
+        """The SFrame section's bytes with the relocations aimed at it applied (core.reloc)."""
+        from .reloc import apply
+        where = "%s: %s" % (self.path, sections[k].name)
+        relocs = self._relocations(elf, sections, k, where)
+        return apply(data, relocs, self._kinds(relocs, where), self._addrs[k], where)
+
+    def relocated_section(self, name: str) -> Optional[Tuple[bytes, int]]:
+        """(bytes, address) of section `name` of a relocatable file, its relocations applied with
+        the sections placed as this image places them (core.reloc.apply_all); None if absent."""
+        from .reloc import apply_all
+
+        def load(elf, _fh):
+            sections = list(elf.iter_sections())
+            for k, sec in enumerate(sections):
+                if sec.name == name and sec["sh_type"] != "SHT_NOBITS":
+                    where = "%s: %s" % (self.path, name)
+                    relocs = self._relocations(elf, sections, k, where)
+                    return apply_all(sec.data(), relocs, self._kinds(relocs, where), self._addrs[k],
+                                     self.big_endian, where), self._addrs[k]
+            return None
+        return load_elf(self.path, load, "section %s" % name)
 
     def _read_symbols(self, elf):
         """Function symbols (address, size, name), from .symtab, else .dynsym, sorted by address.

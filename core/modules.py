@@ -35,6 +35,11 @@ class Module:
     empty_sframe: bool = False  # ... an empty one
 
     @property
+    def unusable(self) -> bool:
+        """It has an SFrame section that cannot be used (not merely none)."""
+        return self.index is None and bool(self.error) and not self.no_sframe
+
+    @property
     def problem(self) -> str:
         """Why the module has no usable SFrame, naming its file once."""
         error = self.error or ""
@@ -109,7 +114,7 @@ class ModuleSet:
                 m.range = m.index.text_range()
         except (ElfError, SFrameError, OSError) as exc:
             m.error = str(exc)
-            m.failure = exc
+            m.failure = exc.with_traceback(None)      # the error, not the frames (and data) it was raised in
             m.index = None
             m.no_sframe = isinstance(exc, NoSFrameError)
             m.empty_sframe = isinstance(exc, EmptySFrameError)
@@ -186,7 +191,7 @@ def finder(modules: ModuleSet, owner: Callable[[int], Optional[str]]):
             path = owner(pc)
             m = modules.by_path(path) if path else None
             if m is not None and isinstance(m.failure, SFrameError):
-                raise m.failure
+                raise SFrameError(m.failure.offset, m.failure.rule)     # a new one: no traceback piles up
         return found
     return find
 
@@ -211,7 +216,7 @@ def locate(modules: ModuleSet, addr: int, owner: Optional[Callable[[int], Option
         m = modules.by_path(path)
         if m is not None and m.index is not None:
             raise NotCovered(head + "it lies outside the SFrame range of %s." % path)
-        if m is not None and m.error and not m.no_sframe:
+        if m is not None and m.unusable:
             raise NotCovered(head + "the SFrame section of %s cannot be used: %s" % (path, m.error))
         if m is not None and m.empty_sframe:
             raise NotCovered(head + "the .sframe section of %s is empty (no SFrame data)." % path)

@@ -35,6 +35,28 @@ class Relocation(NamedTuple):
     name: str = ""  # the symbol's name, for messages
 
 
+def apply_all(data: bytes, relocations: Iterable[Relocation], kinds: dict, section_addr: int, big_endian: bool,
+              where: str) -> bytes:
+    """Any section's bytes with its relocations applied as the psABI says: S + A - P for the
+    PC-relative kinds (P: the field's address, the section placed at `section_addr`), S + A for
+    the others.  Used for the DWARF CFI of relocatable files (`sframe check`)."""
+    out = bytearray(data)
+    order = ">" if big_endian else "<"
+    for r in relocations:
+        kind = kinds.get(r.type)
+        if kind is None:
+            raise ElfError("%s: relocation type %d at offset %#x is not supported (supported: %s)"
+                           % (where, r.type, r.offset, ", ".join(k.name for k in kinds.values())))
+        if r.offset < 0 or r.offset + kind.size > len(out):
+            raise ElfError("%s: relocation %s at offset %#x is outside the section" % (where, kind.name, r.offset))
+        fmt = order + ("q" if kind.size == 8 else "i")
+        addend = struct.unpack_from(fmt, out, r.offset)[0] if r.addend is None else r.addend
+        value = r.symbol + addend - (section_addr + r.offset if kind.pcrel else 0)
+        value &= (1 << 8 * kind.size) - 1
+        struct.pack_into(fmt, out, r.offset, value - (value >> (8 * kind.size - 1) << 8 * kind.size))
+    return bytes(out)
+
+
 def start_fields(data: bytes) -> dict[int, int]:
     """Offset within the section -> byte width of every FDE start field."""
     h = parse_header(data)

@@ -112,7 +112,7 @@ def saves_lines(index, match: "Match", read_code, at: Optional[int] = None, symb
 def info_lines(modules: Iterable["Module"]) -> List[str]:
     """`sframe info`: one block per module with SFrame, then the modules whose SFrame is unusable."""
     good = [m for m in modules if m.index is not None]
-    bad = [m for m in modules if m.index is None and m.error and not m.no_sframe]
+    bad = [m for m in modules if m.unusable]
     lines = ["%d loaded module%s with SFrame%s" % (len(good), "" if len(good) == 1 else "s",
                                                     ":" if good else ".")]
     for m in sorted(good, key=lambda m: m.range[0]):

@@ -15,6 +15,7 @@ class Plugin:
         self.last_on_mode = Mode.AUTO   # what `set sframe on` goes back to
         self.debug = False
         self._log = []                # debug lines not printed yet (see log)
+        self.in_command = 0           # how deep in our own commands (see flush_log)
         self.callee_saved = True      # set sframe callee-saved: recover the caller's callee-saved registers
         self.tracker = Tracker(self.log, self._may_have_sframe)
         self.unwinder = SFrameUnwinder(self)
@@ -32,7 +33,9 @@ class Plugin:
                 self.flush_log()
 
     def flush_log(self, *_):
-        if self._log:
+        """Print the held debug lines (not while one of our commands runs: it may be capturing
+        GDB's output, `stepi` to a string in `sframe verify`; it prints them when it ends)."""
+        if self._log and not self.in_command:
             lines, self._log = self._log, []
             gdb.write("".join("[sframe] %s\n" % m for m in lines), gdb.STDERR if hasattr(gdb, "STDERR") else gdb.STDOUT)
 

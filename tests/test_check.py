@@ -217,3 +217,20 @@ def test_aarch64_needs_a_pyelftools_that_reads_its_cfi(corpus):
     else:
         assert code in (0, 1) and err == ""
     assert findings(b.path, inroot=True)["ranges"]["agree"] > 0
+
+
+def test_cfi_expressions_evaluated_or_declined():
+    """The CFA expressions `check` evaluates (the PLT's), and any other shape, malformed bytes
+    included, declined as not comparable, never raised."""
+    from elftools.dwarf.structs import DWARFStructs
+
+    from sframekit.core import abi as abimod
+    from sframekit.core.check import _Expr
+    from sframekit.core.rules import Rule, RuleKind
+    e = _Expr(DWARFStructs(little_endian=True, dwarf_format=32, address_size=8), abimod.AMD64)
+    plt = [0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22]   # rsp+8 + ((rip & 15) >= 11) << 3
+    assert e.rule(plt, 0x1020) == Rule(RuleKind.REGISTER, 8, reg=7)
+    assert e.rule(plt, 0x102B) == Rule(RuleKind.REGISTER, 16, reg=7)
+    assert e.rule([0x76, 0x78, 0x06], 0) == Rule(RuleKind.REGISTER, -8, reg=6, deref=True)   # [rbp - 8]
+    for bad in ([0x92, 6, 8], [0xFF], [0x77], [0x30, 0x31, 0x24], [0x06], [0x77, 8, 0x76, 0, 0x22], []):
+        assert e.rule(bad, 0x1000) is None, bad

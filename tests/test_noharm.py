@@ -40,7 +40,8 @@ def session(build, k, stop, steps, with_plugin):
     """The script for one stop, in a run of its own; the compared text lies between `mark cmp`
     and `mark end`."""
     fx = build.fixture
-    lines = ["file %s" % build.path, "break %s" % stop, "run %s" % " ".join(STOPS[fx][1])]
+    # `info inferiors` names the process ("process N"): its id may be in a register (getpid).
+    lines = ["file %s" % build.path, "break %s" % stop, "run %s" % " ".join(STOPS[fx][1]), "info inferiors"]
     # Every command goes through try-cmd, as one error would end a batch script.
     cmds = list(READ_ONLY)
     for _ in range(steps):

@@ -16,9 +16,11 @@ def _flushing(command, plugin):
 
     def flushed(arg, from_tty):
         plugin.flush_log()
+        plugin.in_command += 1
         try:
             return invoke(arg, from_tty)
         finally:
+            plugin.in_command -= 1
             plugin.flush_log()
     command.invoke = flushed
     return command

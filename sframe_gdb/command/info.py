@@ -45,10 +45,10 @@ rules give there."""
         mods = list(tracker.modules())
         rows = []
         without = 0
-        unusable = [m for m in mods if m.index is None and m.error and not m.no_sframe]
+        unusable = [m for m in mods if m.unusable]
         for m in mods:
             if m.index is None:
-                without += 0 if m in unusable else 1
+                without += not m.unusable
                 continue
             h = m.index.header
             lo, hi = m.range

@@ -109,7 +109,7 @@ Prints each disagreement and two summary lines:
                 _suppress_notifications(quiet)
         tracker = self.plugin.tracker
         for m in tracker.modules():
-            if m.index is None and m.error and not m.no_sframe:
+            if m.unusable:
                 gdb.write("sframe verify: not checked: %s\n" % m.problem)
         gdb.write(verifymod.summary(frames, stops, len(bad)) + "\n")
         gdb.write(regs.line() + "\n")
