@@ -426,3 +426,29 @@ def test_session_rebuild_inferiors_fork_exec(corpus, tmp_path, gdb, tc):
     sframe_chain("inf1", ["stop_here"] + ["descend", "descend_odd"] * 3 + ["descend", "main"])
     sframe_chain("child", ["child_stop_here", "fork_chain", "main"])
     sframe_chain("exec", chain)
+
+
+@pytest.mark.parametrize("lldb", (16, 21))
+def test_session_rebuild_and_two_targets_lldb(corpus, tmp_path, lldb):
+    """LLDB: `process launch` again after the program was rebuilt with other code (the new
+    section is used), and two targets with different programs, each unwound with its own."""
+    tc = "host" if lldb == 16 else "sid"
+    prog, other = tmp_path / "prog", tmp_path / "other"
+    shutil.copy2(corpus.get(tc, "frames", "O2-nofp").noeh, prog)
+    shutil.copy2(corpus.get(tc, "frames", "O2-nofp").noeh, other)
+    recurse = corpus.get(tc, "recurse", "O2-nofp").noeh
+    (tmp_path / "sframe_probe.py").write_text(PROBE)
+    rebuild = "script import shutil, os; shutil.copy2(%r, %r); os.utime(%r, (2e9, 2e9))" % (
+        str(recurse), str(prog), str(prog))
+    s = run_lldb(lldb, ["target create %s" % prog, "breakpoint set -n stop_here", "process launch",
+                        "probe run first sframe bt", "process kill", rebuild, "process launch -- 6",
+                        "probe run second sframe bt", "target create %s" % other, "breakpoint set -n stop_here",
+                        "process launch", "probe run other sframe bt", "target select 0", "probe run back sframe bt",
+                        "process kill", "target select 1", "process kill"], tmp_path, "session%d" % lldb)
+    check_clean(s.stdout + s.stderr)
+    chain = list(STOPS["frames"][2])
+    recursion = ["stop_here"] + ["descend", "descend_odd"] * 3 + ["descend", "main"]
+    for tag, names in (("first", chain), ("second", recursion), ("other", chain), ("back", recursion)):
+        rows, _last = s.sframe_bt(tag)
+        assert [r[2].split("`")[-1].split()[0] for r in rows[:len(names)]] == names, (tag, rows)
+        assert all(r[3] == "sframe" for r in rows[1:len(names)]), (tag, rows)
