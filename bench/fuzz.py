@@ -11,9 +11,10 @@ import time
 import tracemalloc
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import common  # noqa: E402,F401  (the checkout as the package sframekit)
 import fuzzing  # noqa: E402
 import synthetic  # noqa: E402
 
