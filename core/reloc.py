@@ -77,6 +77,7 @@ def apply(data: bytes, relocations: Iterable[Relocation], kinds: dict, section_a
     fields = start_fields(data)
     out = bytearray(data)
     pcrel = h.has(F.Flag.FDE_FUNC_START_PCREL)
+    done = set()
     for r in relocations:
         kind = kinds.get(r.type)
         if kind is None:
@@ -89,8 +90,15 @@ def apply(data: bytes, relocations: Iterable[Relocation], kinds: dict, section_a
         if kind.size != width:
             raise ElfError("%s: relocation %s at offset %#x is %d bytes wide; the FDE start field is %d"
                            % (where, kind.name, r.offset, kind.size, width))
+        if r.offset in done:
+            raise ElfError("%s: two relocations complete the FDE start field at offset %#x" % (where, r.offset))
+        done.add(r.offset)
         fmt = h.endian + ("q" if width == 8 else "i")
         addend = struct.unpack_from(fmt, data, r.offset)[0] if r.addend is None else r.addend
         value = (r.symbol + addend - (section_addr + (r.offset if pcrel else 0))) & ((1 << 8 * width) - 1)
         struct.pack_into(fmt, out, r.offset, value - (value >> (8 * width - 1) << 8 * width))
+    missing = sorted(set(fields) - done)
+    if done and missing:      # some fields relocated, some not: those would name no function
+        raise ElfError("%s: the FDE start field at offset %#x has no relocation (%d of %d have none)"
+                       % (where, missing[0], len(missing), len(fields)))
     return bytes(out)

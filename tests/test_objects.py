@@ -221,7 +221,9 @@ def test_bad_relocations_are_one_line_errors(objects, tmp_path):
                            "R_X86_64_PC32, R_X86_64_32, R_X86_64_32S, R_X86_64_PC64)" % field_offsets(src)[0]),
              ("type", 2, "relocation R_X86_64_PC32 at offset %#x is 4 bytes wide; the FDE start field is 8"
               % field_offsets(src)[0]),
-             ("offset", 3, "relocation R_X86_64_PC64 at offset 0x3 is not on an FDE start field")]
+             ("offset", 3, "relocation R_X86_64_PC64 at offset 0x3 is not on an FDE start field"),
+             ("offset", field_offsets(src)[1], "two relocations complete the FDE start field at offset %#x"
+              % field_offsets(src)[1])]
     for i, (field, value, msg) in enumerate(cases):
         bad = tmp_path / ("bad%d.o" % i)
         _patched_relocation(src, bad, field, value)
