@@ -10,20 +10,16 @@ warm-up) is done, and then at every stop.  One line of figures at the end:
   LONGRUN phase=P stops=N bad=B addresses=A rss_warm=KiB rss_max=KiB rss_end=KiB ms_per_stop=T
 """
 
+import os
+import sys
 import time
 
 import gdb
 
-CHAINS = {"stop_here": ("stop_here", "chain_b", "chain_a", "one_round", "main"),
-          "lib_stop_here": ("lib_stop_here", "lib_middle", "load_round", "main")}    # fix_entry tail-calls
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from longrun_common import LIB_CHAIN, STOP_CHAIN, Phase  # noqa: E402
 
-
-def rss_kib():
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+CHAINS = {"stop_here": STOP_CHAIN, "lib_stop_here": LIB_CHAIN}
 
 
 def _sframe_levels():
@@ -33,17 +29,6 @@ def _sframe_levels():
         return {}
     plugin = p.current()
     return plugin.unwinder.last if plugin is not None else {}
-
-
-class Phase:
-    def __init__(self, name, expected):
-        self.name = name
-        self.expected = expected
-        self.stops = self.bad = 0
-        self.addresses = set()
-        self.warm = self.max = self.end = 0
-        self.seconds = 0.0
-        self.first_bad = None
 
 
 class LongRun(gdb.Command):
@@ -69,27 +54,11 @@ class LongRun(gdb.Command):
                 f = f.older()
             levels = _sframe_levels()
             ok = tuple(names) == CHAINS[frame.name()] and all(levels.get(i) is not None for i in range(4))
-            if not ok:
-                phase.bad += 1
-                phase.first_bad = phase.first_bad or names
-            phase.addresses.add(int(frame.pc()))
-            phase.stops += 1
-            rss = rss_kib()
-            if phase.stops == max(phase.expected // 10, 1):
-                phase.warm = rss
-            if phase.warm:
-                phase.max = max(phase.max, rss)
-            phase.end = rss
-            now = time.perf_counter()
-            phase.seconds += now - t
+            phase.record(ok, int(frame.pc()), time.perf_counter() - t, ",".join(map(str, names)))
             gdb.execute("continue", to_string=True)
             t = time.perf_counter()
         for phase in phases.values():
-            gdb.write("LONGRUN phase=%s stops=%d bad=%d addresses=%d rss_warm=%d rss_max=%d rss_end=%d "
-                      "ms_per_stop=%.2f%s\n" % (
-                          phase.name, phase.stops, phase.bad, len(phase.addresses), phase.warm, phase.max,
-                          phase.end, 1e3 * phase.seconds / max(phase.stops, 1),
-                          " first_bad=%s" % ",".join(map(str, phase.first_bad)) if phase.first_bad else ""))
+            gdb.write(phase.line() + "\n")
 
 
 LongRun()

@@ -10,27 +10,17 @@ import re
 import time
 
 import lldb
+from longrun_common import CALLBACK_CHAIN, STOP_CHAIN, Phase  # beside this file: LLDB puts its folder on sys.path
 
 # The loads phase stops in exe_callback, which the library's fix_entry calls: LLDB does not
 # resolve a breakpoint in a library again once it was unloaded and loaded at the same address.
-CHAINS = {"stop_here": ("stop_here", "chain_b", "chain_a", "one_round", "main"),
-          "exe_callback": ("exe_callback", "fix_entry", "load_round", "main")}
+CHAINS = {"stop_here": STOP_CHAIN, "exe_callback": CALLBACK_CHAIN}
 _NAME = re.compile(r"`(\w+)")
-
-
-def rss_kib():
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def long_run(debugger, command, exe_ctx, result, internal_dict):
     stops, loads = (int(x) for x in command.split())
-    expected = {"stop_here": stops, "exe_callback": loads}
-    figures = {k: {"stops": 0, "bad": 0, "addresses": set(), "warm": 0, "max": 0, "end": 0, "seconds": 0.0,
-                   "first_bad": None} for k in CHAINS}
+    phases = {"stop_here": Phase("stops", stops), "exe_callback": Phase("loads", loads)}
     process = exe_ctx.GetProcess()
     interp = debugger.GetCommandInterpreter()
     while process.GetState() == lldb.eStateStopped:
@@ -40,33 +30,18 @@ def long_run(debugger, command, exe_ctx, result, internal_dict):
         if name not in CHAINS:
             result.AppendMessage("LONGRUN unexpected stop in %s" % name)
             break
-        f = figures[name]
         ret = lldb.SBCommandReturnObject()
         interp.HandleCommand("sframe bt", ret)
         rows = [l for l in (ret.GetOutput() or "").splitlines() if l.lstrip(" *").startswith("frame #")]
         names = tuple(m.group(1) for m in (_NAME.search(r) for r in rows[:len(CHAINS[name])]) if m)
         ok = names == CHAINS[name] and all("[sframe]" in r for r in rows[1:len(CHAINS[name])])
-        if not ok:
-            f["bad"] += 1
-            f["first_bad"] = f["first_bad"] or ",".join(names) + "|" + (ret.GetError() or "").replace(" ", "_")
         # where the library is: the PC of its frame (fix_entry's call site in the loads phase)
-        f["addresses"].add(process.GetSelectedThread().GetFrameAtIndex(1 if name == "exe_callback" else 0).GetPC())
-        f["stops"] += 1
-        rss = rss_kib()
-        if f["stops"] == max(expected[name] // 10, 1):
-            f["warm"] = rss
-        if f["warm"]:
-            f["max"] = max(f["max"], rss)
-        f["end"] = rss
-        f["seconds"] += time.perf_counter() - t
+        address = process.GetSelectedThread().GetFrameAtIndex(1 if name == "exe_callback" else 0).GetPC()
+        phases[name].record(ok, address, time.perf_counter() - t,
+                            ",".join(names) + "|" + (ret.GetError() or "").replace(" ", "_"))
         process.Continue()
-    for name, phase in (("stop_here", "stops"), ("exe_callback", "loads")):
-        f = figures[name]
-        result.AppendMessage("LONGRUN phase=%s stops=%d bad=%d addresses=%d rss_warm=%d rss_max=%d rss_end=%d "
-                             "ms_per_stop=%.2f%s" % (
-                                 phase, f["stops"], f["bad"], len(f["addresses"]), f["warm"], f["max"], f["end"],
-                                 1e3 * f["seconds"] / max(f["stops"], 1),
-                                 " first_bad=%s" % f["first_bad"] if f["first_bad"] else ""))
+    for phase in phases.values():
+        result.AppendMessage(phase.line())
 
 
 def __lldb_init_module(debugger, internal_dict):
