@@ -22,7 +22,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import abi as abimod
 from .decode import Section
-from .elf import ElfImage, load_elf
+from .dwarfcfi import Expr, cfa_rule, register_rule, shared_structs
+from .elf import SHT_NOBITS, ElfImage, load_elf, section_headers
 from .errors import ElfError
 from .format import MASK64, PCType
 from .rules import UNCHANGED, FrameRules, Rule, RuleKind, interpret
@@ -143,142 +144,22 @@ def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[Cfi
                     " (DW_CFA_AARCH64_negate_ra_state: pyelftools 0.32 and later decode it)"
                     if "0x2d" in str(exc) else "")) from None
         return out, dwarf.structs
-    import elftools.dwarf.callframe as callframe
-    plain = callframe.DWARFStructs
-    callframe.DWARFStructs = _shared_structs(plain)
-    try:
+    with shared_structs():
         return load_elf(path, load, "DWARF CFI")
-    finally:
-        callframe.DWARFStructs = plain
 
 
-def _shared_structs(make):
-    """pyelftools' CFI parser builds a new DWARFStructs (about 5 ms) for every CIE and FDE; they
-    differ only by byte order, format and address size, and are not changed once built: one of
-    each is made here (while cfi_functions parses), so that 50,000 FDEs take seconds, not minutes."""
-    made: Dict[tuple, object] = {}
-
-    def structs(little_endian, dwarf_format, address_size, dwarf_version=2):
-        key = (little_endian, dwarf_format, address_size, dwarf_version)
-        if key not in made:
-            made[key] = make(little_endian=little_endian, dwarf_format=dwarf_format, address_size=address_size,
-                             dwarf_version=dwarf_version)
-        return made[key]
-    return structs
-
-
-class _Expr:
-    """A CFI expression evaluated at one address: registers are symbols (only one may appear,
-    added to constants), the PC register is the address; the result is Rule(REGISTER, off, reg,
-    deref) or None when the expression has another shape."""
-
-    def __init__(self, structs, abi: abimod.ABIInfo):
-        from elftools.dwarf.dwarf_expr import DWARFExprParser
-        self.parser = DWARFExprParser(structs)
-        self.abi = abi
-        self.pc_reg = abi.ra if not abi.ra_in_register else None     # x86-64: DWARF 16 is rip
-        self._parsed: Dict[tuple, list] = {}
-
-    def rule(self, expr, pc: int) -> Optional[Rule]:
-        try:
-            return self._rule(expr, pc)
-        except Exception:      # the file's bytes: an expression pyelftools or this cannot follow
-            return None
-
-    def _rule(self, expr, pc: int) -> Optional[Rule]:
-        key = tuple(expr)
-        ops = self._parsed.get(key)
-        if ops is None:
-            ops = self._parsed[key] = self.parser.parse_expr(list(expr))
-        stack: List[Tuple[Optional[int], int, bool]] = []     # (register or None, constant, dereferenced)
-        try:
-            for op in ops:
-                name = op.op_name
-                if name.startswith("DW_OP_lit"):
-                    stack.append((None, int(name[9:]), False))
-                elif name.startswith("DW_OP_breg"):
-                    if name == "DW_OP_bregx":
-                        return None        # (register, offset) arguments: not in the shapes compared
-                    reg = int(name[10:])
-                    if reg == self.pc_reg:
-                        stack.append((None, pc + op.args[0], False))
-                    else:
-                        stack.append((reg, op.args[0], False))
-                elif name in ("DW_OP_const1u", "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s",
-                              "DW_OP_const4u", "DW_OP_const4s", "DW_OP_const8u", "DW_OP_const8s",
-                              "DW_OP_constu", "DW_OP_consts"):
-                    stack.append((None, op.args[0], False))
-                elif name == "DW_OP_plus_uconst":
-                    r, c, d = stack.pop()
-                    if d:
-                        return None
-                    stack.append((r, c + op.args[0], False))
-                elif name == "DW_OP_deref":
-                    r, c, d = stack.pop()
-                    if d or r is None:
-                        return None
-                    stack.append((r, c, True))
-                elif name in ("DW_OP_plus", "DW_OP_minus", "DW_OP_and", "DW_OP_ge", "DW_OP_shl", "DW_OP_gt",
-                              "DW_OP_lt", "DW_OP_le", "DW_OP_eq", "DW_OP_ne", "DW_OP_or", "DW_OP_shr"):
-                    b, a = stack.pop(), stack.pop()
-                    if a[2] or b[2]:
-                        return None
-                    if name == "DW_OP_plus" and (a[0] is None or b[0] is None):
-                        stack.append((a[0] if a[0] is not None else b[0], a[1] + b[1], False))
-                        continue
-                    if name == "DW_OP_minus" and b[0] is None:
-                        stack.append((a[0], a[1] - b[1], False))
-                        continue
-                    if a[0] is not None or b[0] is not None:
-                        return None
-                    x, y = a[1], b[1]
-                    v = {"DW_OP_plus": x + y, "DW_OP_minus": x - y, "DW_OP_and": x & y, "DW_OP_or": x | y,
-                         "DW_OP_ge": int(x >= y), "DW_OP_gt": int(x > y), "DW_OP_lt": int(x < y),
-                         "DW_OP_le": int(x <= y), "DW_OP_eq": int(x == y), "DW_OP_ne": int(x != y),
-                         "DW_OP_shl": x << (y & 63), "DW_OP_shr": x >> (y & 63)}[name]
-                    stack.append((None, v, False))
-                else:
-                    return None
-        except (IndexError, KeyError, TypeError, ValueError):
-            return None
-        if len(stack) != 1 or stack[0][0] is None:
-            return None
-        top_reg, off, deref = stack[0]
-        return Rule(RuleKind.REGISTER, off, reg=top_reg, deref=deref)
-
-
-def _cfi_rules(row: dict, abi: abimod.ABIInfo, expr: _Expr, pc: int) -> Tuple[Dict[str, Optional[Rule]], Dict[str, str]]:
+def _cfi_rules(row: dict, abi: abimod.ABIInfo, expr: Expr, pc: int) -> Tuple[Dict[str, Optional[Rule]], Dict[str, str]]:
     """The CFA, RA and FP rules of one CFI row as core.rules Rules ({what: Rule or None}), and
     for those that cannot be put so, why."""
-    rules: Dict[str, Optional[Rule]] = {}
+    rules: Dict[str, Optional[Rule]] = {"CFA": cfa_rule(row, expr, pc)}
     why: Dict[str, str] = {}
-    cfa = row["cfa"]
-    if cfa.expr is not None:
-        rules["CFA"] = expr.rule(cfa.expr, pc)
-        if rules["CFA"] is None:
-            why["CFA"] = "the CFI's CFA is a DWARF expression of another shape"
-    else:
-        rules["CFA"] = Rule(RuleKind.REGISTER, cfa.offset, reg=cfa.reg)
+    if rules["CFA"] is None:
+        why["CFA"] = "the CFI's CFA is a DWARF expression of another shape"
     for what, reg in (("RA", abi.ra), ("FP", abi.fp)):
-        r = row.get(reg)
-        t = r.type if r is not None else "SAME_VALUE"
-        arg = r.arg if r is not None else 0
-        if t == "SAME_VALUE":
-            rules[what] = UNCHANGED
-        elif t == "UNDEFINED":
-            rules[what] = Rule(RuleKind.UNDEFINED)
-        elif t == "OFFSET":
-            rules[what] = Rule(RuleKind.AT_CFA, arg)
-        elif t == "VAL_OFFSET":
-            rules[what] = Rule(RuleKind.CFA_PLUS, arg)
-        elif t == "REGISTER":
-            rules[what] = UNCHANGED if arg == reg else Rule(RuleKind.REGISTER, 0, reg=arg)
-        elif t in ("EXPRESSION", "VAL_EXPRESSION"):
-            rules[what] = None
-            why[what] = "the CFI's %s rule is a DWARF expression" % what
-        else:
-            rules[what] = None
-            why[what] = "the CFI's %s rule is %s" % (what, t)
+        rules[what], t = register_rule(row, reg)
+        if rules[what] is None:
+            why[what] = ("the CFI's %s rule is a DWARF expression" % what if t in ("EXPRESSION", "VAL_EXPRESSION")
+                         else "the CFI's %s rule is %s" % (what, t))
     return rules, why
 
 
@@ -362,7 +243,7 @@ def check_file(path: str, function: Optional[str] = None) -> Report:
     report.text_bytes = sum(size for start, size in _exec_ranges(path))
     if structs is None or not cfis:
         raise ElfError("%s: no DWARF CFI (.eh_frame or .debug_frame) to check the SFrame section against" % path)
-    expr = _Expr(structs, abi)
+    expr = Expr(structs, abi)
     by_start: Dict[int, CfiFunction] = {}
     for c in cfis:
         by_start.setdefault(c.lo, c)
@@ -444,8 +325,7 @@ def _name(img: ElfImage, addr: int) -> str:
 
 def _exec_ranges(path: str) -> Iterable[Tuple[int, int]]:
     def load(elf, _fh):
-        return [(s["sh_addr"], s["sh_size"]) for s in elf.iter_sections()
-                if s["sh_flags"] & 0x4 and s["sh_type"] != "SHT_NOBITS"]      # SHF_EXECINSTR
+        return [(s.addr, s.size) for s in section_headers(elf) if s.flags & 0x4 and s.type != SHT_NOBITS]  # SHF_EXECINSTR
     return load_elf(path, load, "section headers")
 
 

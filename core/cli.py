@@ -6,7 +6,7 @@ import sys
 from typing import List, Optional
 
 from . import __version__
-from .errors import ElfError, SFrameError
+from .errors import ElfError, ProcessError, SFrameError
 
 
 def _image(path):
@@ -51,9 +51,20 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 
 def cmd_backtrace(args: argparse.Namespace) -> int:
-    from .backtrace import backtrace_core
-    return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, all_threads=args.all_threads,
-                          out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback, registers=args.registers)
+    from .backtrace import backtrace_core, backtrace_process
+    common = dict(all_threads=args.all_threads, out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback,
+                  registers=args.registers, cfi=args.eh_frame, as_json=args.json)
+    if args.pid is not None:
+        if args.core is not None or args.exe or args.sysroot:
+            raise UsageError("-p PID reads a running process: give no core file, --exe or --sysroot with it")
+        return backtrace_process(args.pid, **common)
+    if args.core is None:
+        raise UsageError("give a core file, or -p PID for a running process")
+    return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, **common)
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out as given (exit status 2, as argparse's own)."""
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -111,14 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--registers", "-r", action="store_true",
                     help="also where the callee-saved registers are (from the function's code)")
     lk.set_defaults(func=cmd_lookup)
-    bt = sub.add_parser("backtrace", aliases=["bt"], help="unwind the threads of an ELF core file with SFrame")
-    bt.add_argument("core")
+    bt = sub.add_parser("backtrace", aliases=["bt"], help="unwind the threads of an ELF core file or of a running "
+                        "process with SFrame",
+                        description="Unwind the threads of an ELF core file, or of a running process (-p: its "
+                        "threads are stopped with ptrace while they are read, then go on), with SFrame; where no "
+                        "SFrame covers a PC, with the module's DWARF CFI (.eh_frame, .debug_frame) unless "
+                        "--no-eh-frame.")
+    bt.add_argument("core", nargs="?", help="the core file (not with -p)")
+    bt.add_argument("-p", "--pid", type=int, help="a running process instead of a core file")
     bt.add_argument("--exe", help="the executable, if the core's file list does not lead to it")
     bt.add_argument("--sysroot", help="prefix for the paths of mapped files")
     bt.add_argument("--all-threads", action="store_true", help="every thread, not only the first")
     bt.add_argument("--fp-fallback", action="store_true",
                     help="continue by the frame-pointer chain through code without SFrame")
-    bt.add_argument("--limit", type=int, default=100000, help="maximum frames per thread")
+    bt.add_argument("--max", "--limit", dest="limit", type=int, default=100000, metavar="N",
+                    help="at most N frames per thread")
+    bt.add_argument("--eh-frame", action=argparse.BooleanOptionalAction, default=True,
+                    help="where no SFrame covers a PC, unwind by the module's DWARF CFI, marked [DWARF CFI] "
+                    "(default: on; --no-eh-frame stops there, to see SFrame's coverage alone)")
+    bt.add_argument("--json", action="store_true", help="one JSON document instead of text")
     bt.add_argument("--registers", "-r", action="store_true",
                     help="print each frame's callee-saved registers (callers: those the function's code proves)")
     bt.set_defaults(func=cmd_backtrace)
@@ -143,11 +165,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ElfError, SFrameError, ImportError) as exc:    # ImportError: pyelftools missing, said in one line
+    except (ElfError, SFrameError, ImportError, ProcessError) as exc:   # ImportError: pyelftools missing
         print("sframe: %s" % exc, file=sys.stderr)
         return 1
+    except UsageError as exc:
+        print("sframe: %s" % exc, file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -133,7 +133,7 @@ def parse_notes(segments, arch: CoreArch, order: str, path: str) -> Notes:
     notes = Notes([], {}, None, None, None)
     gsize = sum(size for _name, size in arch.gregs)
     for data in segments:
-        for name, ntype, desc in _iter_notes(data, order, path):
+        for name, ntype, desc in iter_notes(data, order, path):
             if name != "CORE":
                 continue
             if ntype == NT_PRSTATUS:
@@ -142,7 +142,7 @@ def parse_notes(segments, arch: CoreArch, order: str, path: str) -> Notes:
                                    "(needs %d)" % (path, len(desc), arch.name, _PRSTATUS_REG + gsize))
                 (signal,) = struct.unpack_from(order + "h", desc, _PRSTATUS_CURSIG)
                 (tid,) = struct.unpack_from(order + "i", desc, _PRSTATUS_PID)
-                regs = _decode_gregs(arch, desc[_PRSTATUS_REG:_PRSTATUS_REG + gsize], byte_order)
+                regs = decode_gregs(arch, desc[_PRSTATUS_REG:_PRSTATUS_REG + gsize], byte_order)
                 notes.threads.append(Thread(tid, signal, regs, len(notes.threads)))
             elif ntype == NT_PRPSINFO and len(desc) >= _PRPSINFO_PSARGS + 80:
                 notes.fname = _cstring(desc[_PRPSINFO_FNAME:_PRPSINFO_FNAME + 16])
@@ -190,7 +190,9 @@ def _parse_nt_file(desc, order, path):
     return page, maps
 
 
-def _decode_gregs(arch, data, order):
+def decode_gregs(arch, data, order):
+    """A register set (elf_gregset_t: a core note's pr_reg, or PTRACE_GETREGSET's NT_PRSTATUS) as a
+    dict keyed by register name and by DWARF number, with "pc" and "sp" aliases."""
     regs = {}
     off = 0
     for name, size in arch.gregs:
@@ -213,7 +215,7 @@ def _cstring(data):
     return data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
 
-def _iter_notes(data, order, where):
+def iter_notes(data, order, where):
     """(name, type, desc) for each note in a PT_NOTE segment's bytes."""
     off = 0
     end = len(data)

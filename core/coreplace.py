@@ -28,9 +28,13 @@ class CoreFiles:
     """
 
     def __init__(self, core_path: str, sysroot: Optional[str], exe: Optional[str], machine: str,
-                 read_core_only: Callable[[int, int], Optional[bytes]], warnings: List[str]):
+                 read_core_only: Callable[[int, int], Optional[bytes]], warnings: List[str],
+                 where: Optional[Callable[[str], Optional[str]]] = None):
+        """`where(path)`: a place to look for a named file before the others (a running process's
+        /proc/PID/map_files entry, which is the mapped file itself whatever namespace it is in)."""
         self.core_path = core_path
         self.sysroot = sysroot
+        self._where = where
         self.exe = exe
         self.machine = machine
         self._read_core_only = read_core_only
@@ -49,6 +53,9 @@ class CoreFiles:
     def _candidates(self, path, is_exe):
         if is_exe and self.exe:
             return [self.exe]
+        first = self._where(path) if self._where else None
+        if first:
+            return [first]
         names = [path]
         if path.endswith(" (deleted)"):
             names.append(path[:-len(" (deleted)")])

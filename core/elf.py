@@ -30,6 +30,10 @@ PT_DYNAMIC = 2
 PT_NOTE = 4
 PT_PHDR = 6
 SHF_ALLOC = 0x2
+# Symbols (ELF gABI): function types (STT_FUNC, STT_GNU_IFUNC), STB_GLOBAL, the first reserved section index.
+_FUNC_TYPES = (2, 10)
+_STB_GLOBAL = 1
+_SHN_LORESERVE = 0xFF00
 PF_W = 0x2
 PF_R = 0x4
 
@@ -108,6 +112,92 @@ class SFrameData:
 
 
 
+class SectionHeader(NamedTuple):
+    """One section header (Elf64_Shdr / Elf32_Shdr), its name resolved; `number`: its index in the table."""
+    number: int
+    name: str
+    type: int
+    flags: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    addralign: int
+    entsize: int
+
+
+SHT_NOBITS = 8
+SHF_COMPRESSED = 0x800
+_SHDR = {64: "IIQQQQIIQQ", 32: "IIIIIIIIII"}    # name type flags addr offset size link info addralign entsize
+_CHDR = {64: ("IIQQ", 24), 32: ("III", 12)}     # ch_type (ch_reserved) ch_size ch_addralign
+_ELFCOMPRESS_ZLIB = 1
+
+
+def section_headers(elf) -> List[SectionHeader]:
+    """The section header table of a pyelftools ELFFile, unpacked with `struct`.
+
+    pyelftools builds a Section object for each section as it is listed, and a hash section
+    parses its whole table then: listing a C library's sections that way costs tens of
+    milliseconds, every time a file is opened.  This reads the headers alone."""
+    order = "<" if elf.little_endian else ">"
+    fmt = order + _SHDR[elf.elfclass]
+    size = struct.calcsize(fmt)
+    count = elf.num_sections()
+    if not count:
+        return []
+    stream = elf.stream
+    stream.seek(elf["e_shoff"])
+    entsize = elf["e_shentsize"]
+    if entsize < size:
+        raise ElfError("section header entries of %d bytes, %d expected" % (entsize, size))
+    raw = stream.read(entsize * count)
+    if len(raw) < entsize * count:
+        raise ElfError("the section header table is cut short")
+    rows = [struct.unpack_from(fmt, raw, i * entsize) for i in range(count)]
+    strndx = elf["e_shstrndx"]
+    if strndx == 0xFFFF:                  # SHN_XINDEX: the index is section 0's sh_link
+        strndx = rows[0][6]
+    names = b""
+    if 0 < strndx < count:
+        _n, t, _f, _a, off, sz = rows[strndx][:6]
+        if t != SHT_NOBITS:
+            stream.seek(off)
+            names = stream.read(sz)
+    out = []
+    for i, (name, *fields) in enumerate(rows):
+        end = names.find(b"\0", name)
+        text = names[name:end if end >= 0 else len(names)].decode("utf-8", "replace") if name < len(names) else ""
+        out.append(SectionHeader(i, text, *fields))
+    return out
+
+
+def section_data(elf, sec: SectionHeader) -> bytes:
+    """A section's bytes (none for SHT_NOBITS); zlib-compressed sections uncompressed, any other
+    compression left to pyelftools."""
+    if sec.type == SHT_NOBITS or not sec.size:
+        return b""
+    elf.stream.seek(sec.offset)
+    data = elf.stream.read(sec.size)
+    if len(data) < sec.size:
+        raise ElfError("section %s is cut short" % sec.name)
+    if sec.flags & SHF_COMPRESSED:
+        fmt, head = _CHDR[elf.elfclass]
+        (ctype,) = struct.unpack_from(("<" if elf.little_endian else ">") + "I", data)
+        if ctype != _ELFCOMPRESS_ZLIB:
+            return elf.get_section(sec.number).data()
+        import zlib
+        return zlib.decompress(data[head:])
+    return data
+
+
+def _section_named(sections: List[SectionHeader], name: str) -> Optional[SectionHeader]:
+    for sec in sections:
+        if sec.name == name:
+            return sec
+    return None
+
+
 def _enum_value(v):
     return v if isinstance(v, int) else None
 
@@ -149,15 +239,15 @@ class ElfImage:
         self.e_type = elf["e_type"]
         self.sframe = None
         found = None
-        sections = list(elf.iter_sections())
+        sections = section_headers(elf)
         self.relocatable = self.e_type == "ET_REL"
         self._addrs = _layout(sections, self.relocatable and not self._readelf_layout)
         for k, sec in enumerate(sections):
-            if sec.name == SECTION_NAME or _enum_value(sec["sh_type"]) == SHT_GNU_SFRAME:
-                data = sec.data()
+            if sec.name == SECTION_NAME or sec.type == SHT_GNU_SFRAME:
+                data = section_data(elf, sec)
                 if self.relocatable and data:
-                    data = self._relocated(elf, sections, k, data)
-                found = SFrameData(data, self._addrs[k], sec["sh_offset"], sec.name or SECTION_NAME)
+                    data = self._relocated(elf, k, data)
+                found = SFrameData(data, self._addrs[k], sec.offset, sec.name or SECTION_NAME)
                 break
         self.loads = []
         for seg in elf.iter_segments():
@@ -167,19 +257,20 @@ class ElfImage:
             if ptype == "PT_LOAD":
                 self.loads.append(Load(seg["p_vaddr"], seg["p_memsz"], seg["p_offset"], seg["p_filesz"]))
         self.sframe = found
-        self._plts = [(sec["sh_addr"], sec["sh_size"], sec.name) for sec in elf.iter_sections()
-                      if sec.name.startswith(".plt") and sec["sh_addr"]]
+        self._plts = [(sec.addr, sec.size, sec.name) for sec in sections if sec.name.startswith(".plt") and sec.addr]
         self._section_addrs = {}
         for sec, addr in zip(sections, self._addrs):
             self._section_addrs.setdefault(sec.name, addr)
-        self._placed = [(addr, sec["sh_size"], sec.name, sec["sh_offset"] if sec["sh_type"] != "SHT_NOBITS" else None)
+        self._placed = [(addr, sec.size, sec.name, sec.offset if sec.type != SHT_NOBITS else None)
                         for sec, addr in zip(sections, self._addrs)
-                        if self.relocatable and sec["sh_flags"] & SHF_ALLOC and sec["sh_size"]]
+                        if self.relocatable and sec.flags & SHF_ALLOC and sec.size]
         self._symbols = None     # read on first use: large symbol tables cost seconds
 
-    def _relocations(self, elf, sections, k, where):
-        """The relocations aimed at section k, each symbol placed as the sections are."""
+    def _relocations(self, elf, k, where):
+        """The relocations aimed at section k, each symbol placed as the sections are (read by
+        pyelftools: relocatable files only)."""
         from .reloc import Relocation
+        sections = list(elf.iter_sections())
         relocs = []
         for sec in sections:
             if sec["sh_type"] not in ("SHT_RELA", "SHT_REL") or sec["sh_info"] != k:
@@ -207,11 +298,11 @@ class ElfImage:
             raise ElfError("%s: relocations for machine %s are not supported" % (where, self.machine))
         return abi.relocations if abi else {}
 
-    def _relocated(self, elf, sections, k, data):
+    def _relocated(self, elf, k, data):
         """The SFrame section's bytes with the relocations aimed at it applied (core.reloc)."""
         from .reloc import apply
-        where = "%s: %s" % (self.path, sections[k].name)
-        relocs = self._relocations(elf, sections, k, where)
+        where = "%s: %s" % (self.path, elf.get_section(k).name)
+        relocs = self._relocations(elf, k, where)
         return apply(data, relocs, self._kinds(relocs, where), self._addrs[k], where)
 
     def relocated_section(self, name: str) -> Optional[Tuple[bytes, int]]:
@@ -220,40 +311,55 @@ class ElfImage:
         from .reloc import apply_all
 
         def load(elf, _fh):
-            sections = list(elf.iter_sections())
-            for k, sec in enumerate(sections):
-                if sec.name == name and sec["sh_type"] != "SHT_NOBITS":
+            for sec in section_headers(elf):
+                if sec.name == name and sec.type != SHT_NOBITS:
+                    k = sec.number
                     where = "%s: %s" % (self.path, name)
-                    relocs = self._relocations(elf, sections, k, where)
-                    return apply_all(sec.data(), relocs, self._kinds(relocs, where), self._addrs[k],
+                    relocs = self._relocations(elf, k, where)
+                    return apply_all(section_data(elf, sec), relocs, self._kinds(relocs, where), self._addrs[k],
                                      self.big_endian, where), self._addrs[k]
             return None
         return load_elf(self.path, load, "section %s" % name)
 
-    def _read_symbols(self, elf):
+    def _read_symbols(self, elf, sections: List[SectionHeader]):
         """Function symbols (address, size, name), from .symtab, else .dynsym, sorted by address.
         In a relocatable file a symbol's value is an offset in its section: placed as the
-        sections are."""
+        sections are.  The table is unpacked with `struct` (pyelftools' parser takes about 70 µs
+        a symbol: a C library's 13,000 cost a second); only functions' names are decoded."""
+        order = ">" if self.big_endian else "<"
+        layout = order + ("IBBHQQ" if self.elfclass == 64 else "IIIBBH")
+        size = struct.calcsize(layout)
         for name in (".symtab", ".dynsym"):
-            tab = elf.get_section_by_name(name)
-            if tab is None:
+            tab = _section_named(sections, name)
+            if tab is None or tab.type == SHT_NOBITS or tab.link >= len(sections):
                 continue
-            syms = {}
-            for s in tab.iter_symbols():
-                if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and s.name and (
-                        s["st_value"] or self.relocatable and isinstance(s["st_shndx"], int)):
-                    key = s["st_value"]
-                    if self.relocatable:
-                        shndx = s["st_shndx"]
-                        if not isinstance(shndx, int) or shndx >= len(self._addrs):
-                            continue
-                        key += self._addrs[shndx]
-                    old = syms.get(key)
-                    # Prefer global names over local aliases at the same address.
-                    if old is None or (s["st_info"]["bind"] == "STB_GLOBAL" and old[2] != "STB_GLOBAL"):
-                        syms[key] = (s["st_size"], s.name, s["st_info"]["bind"])
+            data = section_data(elf, tab)
+            strtab = section_data(elf, sections[tab.link])
+            data = data[:len(data) - len(data) % size]
+            syms: Dict[int, Tuple[int, int, int]] = {}
+            for fields in struct.iter_unpack(layout, data):
+                if self.elfclass == 64:
+                    st_name, info, _other, shndx, value, st_size = fields
+                else:
+                    st_name, value, st_size, info, _other, shndx = fields
+                if info & 0xF not in _FUNC_TYPES or not st_name:
+                    continue
+                if self.relocatable:
+                    if not 0 < shndx < min(len(self._addrs), _SHN_LORESERVE):
+                        continue
+                    value += self._addrs[shndx]
+                elif not value:
+                    continue
+                old = syms.get(value)
+                # Prefer global names over local aliases at the same address.
+                if old is None or (info >> 4 == _STB_GLOBAL and old[2] != _STB_GLOBAL):
+                    syms[value] = (st_size, st_name, info >> 4)
             if syms:
-                return sorted((a, v[0], v[1]) for a, v in syms.items())
+                out = []
+                for addr, (st_size, st_name, _bind) in sorted(syms.items()):
+                    end = strtab.find(b"\0", st_name)
+                    out.append((addr, st_size, strtab[st_name:end if end >= 0 else len(strtab)].decode("utf-8", "replace")))
+                return out
         return []
 
     def _symtab(self):
@@ -261,9 +367,10 @@ class ElfImage:
             with open(self.path, "rb") as fh:
                 try:
                     elf = ELFFile(fh)
-                    self._symbols = self._read_symbols(elf)
-                    self._plt_entries = _plt_entries(elf)
-                except (_PyElfError, ValueError, KeyError, IndexError, OSError) as exc:
+                    sections = section_headers(elf)
+                    self._symbols = self._read_symbols(elf, sections)
+                    self._plt_entries = _plt_entries(elf, sections)
+                except (_PyElfError, ValueError, KeyError, IndexError, OSError, struct.error) as exc:
                     raise ElfError("%s: cannot read symbols: %s" % (self.path, exc)) from None
             self._starts = [s[0] for s in self._symbols]
         return self._symbols
@@ -340,12 +447,13 @@ class ElfImage:
             return []
         names = names or (EH_FRAME, DEBUG_FRAME)
 
+        wanted = set(names) | ({EH_FRAME_HDR} if EH_FRAME in names else set())
+
         def load(elf, _fh) -> Dict[str, Tuple[bytes, int]]:
             found = {}
-            for sec in elf.iter_sections():
-                if sec.name in (EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME) and sec["sh_type"] != "SHT_NOBITS" \
-                        and sec.name not in found:
-                    found[sec.name] = (sec.data(), sec["sh_addr"])
+            for sec in section_headers(elf):
+                if sec.name in wanted and sec.type != SHT_NOBITS and sec.name not in found:
+                    found[sec.name] = (section_data(elf, sec), sec.addr)
             return found
         found = load_elf(self.path, load, "CFI sections")
         size = 8 if self.elfclass == 64 else 4
@@ -377,14 +485,14 @@ def _layout(sections, one_after_another: bool) -> List[int]:
     """Each section's address: its sh_addr; or, for a relocatable file placed as GDB places one,
     the allocated sections one after another from 0, each at its alignment (others at 0)."""
     if not one_after_another:
-        return [sec["sh_addr"] for sec in sections]
+        return [sec.addr for sec in sections]
     out, cursor = [], 0
     for sec in sections:
-        if sec["sh_flags"] & SHF_ALLOC:
-            align = max(sec["sh_addralign"], 1)
+        if sec.flags & SHF_ALLOC:
+            align = max(sec.addralign, 1)
             cursor = -(-cursor // align) * align
             out.append(cursor)
-            cursor += sec["sh_size"]
+            cursor += sec.size
         else:
             out.append(0)
     return out
@@ -394,19 +502,31 @@ def _layout(sections, one_after_another: bool) -> List[int]:
 _PLT_SHAPES = {"EM_X86_64": (16, 16), "EM_AARCH64": (32, 16), "EM_S390": (32, 32)}
 
 
-def _plt_entries(elf):
+def _plt_entries(elf, sections: List[SectionHeader]):
     """(.plt address, entry size, header size, [names]) when .rela.plt maps onto .plt entries."""
     shape = _PLT_SHAPES.get(elf["e_machine"])
-    plt = elf.get_section_by_name(".plt")
-    rela = elf.get_section_by_name(".rela.plt")
-    if not shape or plt is None or rela is None or not rela["sh_link"] or rela["sh_type"] == "SHT_NOBITS":
+    plt = _section_named(sections, ".plt")
+    rela = _section_named(sections, ".rela.plt")
+    if not shape or plt is None or rela is None or not 0 < rela.link < len(sections) or rela.type == SHT_NOBITS:
         return None
-    symtab = elf.get_section(rela["sh_link"])
-    names = [symtab.get_symbol(r["r_info_sym"]).name for r in rela.iter_relocations()]
+    symtab = sections[rela.link]
+    if not 0 < symtab.link < len(sections):
+        return None
+    order = "<" if elf.little_endian else ">"
+    wide = elf.elfclass == 64
+    rfmt, sym_size, shift = (order + "QQ", 24, 32) if wide else (order + "II", 16, 8)
+    rsize = rela.entsize or (24 if wide else 12)
+    relas, syms, strtab = section_data(elf, rela), section_data(elf, symtab), section_data(elf, sections[symtab.link])
+    names = []
+    for off in range(0, len(relas) - rsize + 1, rsize):
+        _offset, info = struct.unpack_from(rfmt, relas, off)
+        (st_name,) = struct.unpack_from(order + "I", syms, (info >> shift) * sym_size)
+        end = strtab.find(b"\0", st_name)
+        names.append(strtab[st_name:end if end >= 0 else len(strtab)].decode("utf-8", "replace"))
     head, size = shape
-    if plt["sh_size"] != head + size * len(names):
+    if plt.size != head + size * len(names):
         return None
-    return plt["sh_addr"], size, head, names
+    return plt.addr, size, head, names
 
 
 def parse_address(text: str, image: Optional["ElfImage"] = None) -> int:

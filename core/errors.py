@@ -32,3 +32,8 @@ class CfiError(ValueError):
         self.offset = offset
         self.rule = rule
         super().__init__("malformed %s section at byte offset %#x: %s" % (section, offset, rule))
+
+
+class ProcessError(Exception):
+    """A running process that cannot be read: no such process, not permitted, or it exited
+    while being read.  The message is one line and says which."""

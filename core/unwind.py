@@ -23,7 +23,7 @@ from . import format as F
 from . import saves, sigframe
 from .errors import SFrameError
 from .format import MASK64
-from .rules import RuleKind
+from .rules import UNCHANGED, RuleKind
 
 DEFAULT_DEPTH_LIMIT = 100_000
 
@@ -53,6 +53,7 @@ class Method(enum.Enum):
     SFRAME = "sframe"
     FRAME_POINTER = "frame pointer"
     SIGNAL = "signal frame"
+    CFI = "DWARF CFI"          # no SFrame covers the PC: the module's .eh_frame / .debug_frame (core.dwarfcfi)
 
 
 class StopReason(enum.Enum):
@@ -395,6 +396,78 @@ def _fp_step(ctx, prev_cfa, pac_mask, why):
                  method=Method.FRAME_POINTER, ra_stripped=stripped, level=frame.level + 1)
 
 
+def _cfi_value(ctx, rule, cfa, reg):
+    """A register's value in the caller by a CFI rule, or None where it is not known."""
+    if rule is None:
+        return None
+    k = rule.kind
+    if k is RuleKind.AT_CFA:
+        data = ctx.fetch(cfa + rule.offset, ctx.abi.ptr_size)
+        return None if data is None else int.from_bytes(data, ctx.order)
+    if k is RuleKind.CFA_PLUS:
+        return (cfa + rule.offset) & MASK64
+    if k is RuleKind.UNCHANGED:
+        return ctx.frame.reg(ctx.abi, reg)
+    if k is RuleKind.REGISTER and not rule.deref and rule.offset == 0:
+        return ctx.frame.reg(ctx.abi, rule.reg)
+    return None
+
+
+def _cfi_step(ctx, row, prev_cfa, pac_mask):
+    """The caller by the DWARF CFI row at the PC (a module without SFrame there).
+
+    Registers known in a frame are trusted by its rules: a caller's come only from CFI rules or
+    from what a step proved (never a guess), unlike SFrame rules, which trust SP and FP alone
+    outside the topmost frame.  Of the caller's registers, the callee-saved ones (and FP) are
+    kept; the others are not known after a call."""
+    frame, abi = ctx.frame, ctx.abi
+    rule = row.cfa
+    if rule is None or rule.kind is not RuleKind.REGISTER:
+        raise ctx.stop(StopReason.UNSAFE_UNWIND, "the CFA of %s is a DWARF expression this unwinder cannot follow"
+                       % row.where)
+    base = frame.reg(abi, rule.reg)
+    if base is None:
+        raise ctx.stop(StopReason.UNSAFE_UNWIND, "the CFA of %s is based on %s, whose value is not known"
+                       % (row.where, abi.regname(rule.reg)))
+    cfa = (base + rule.offset) & MASK64
+    if rule.deref:
+        cfa = ctx.word(cfa)
+    regs = row.regs
+    ra_rule = regs.get(abi.ra, UNCHANGED)
+    if ra_rule is not None and ra_rule.kind is RuleKind.UNDEFINED:
+        raise ctx.stop(StopReason.OUTERMOST, "return address undefined in the DWARF CFI")
+    _check_cfa(ctx, cfa, prev_cfa, rule.reg == abi.fp)
+    if ra_rule is not None and ra_rule.kind is RuleKind.AT_CFA:
+        raw = ctx.word(cfa + ra_rule.offset)
+    else:
+        raw = _cfi_value(ctx, ra_rule, cfa, abi.ra)
+    if raw is None:
+        raise ctx.stop(StopReason.UNSAFE_UNWIND, "the return address by %s is not known" % row.where)
+    if raw == 0:
+        raise ctx.stop(StopReason.OUTERMOST, "return address is zero")
+    pc, stripped = raw, False
+    if abi.pointer_auth:
+        # The CFI's RA-state column is not followed here; stripping is harmless for user addresses.
+        pc = strip_pac(raw, pac_mask)
+        stripped = pc != raw
+    saved = {}
+    for reg in abi.callee_saved:
+        value = _cfi_value(ctx, regs.get(reg, UNCHANGED), cfa, reg)
+        if value is not None:
+            saved[reg] = value
+    fp = saved.get(abi.fp) if abi.fp in abi.callee_saved else _cfi_value(ctx, regs.get(abi.fp, UNCHANGED), cfa,
+                                                                          abi.fp)
+    return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp, ra=raw if abi.ra_in_register else None,
+                 regs=saved, cfa=cfa, method=Method.CFI, ra_stripped=stripped, level=frame.level + 1)
+
+
+def _cfi_row(cfi, pc):
+    try:
+        return cfi(pc)
+    except Exception:          # the file's CFI, however it fails: none there
+        return None
+
+
 def _signal_step(ctx, lay):
     """Restore the interrupted context from the kernel's signal frame at SP."""
     frame, abi = ctx.frame, ctx.abi
@@ -462,7 +535,8 @@ def _signal_layout(ctx, match, symbol):
 def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, find: FindIndex, topmost: bool,
          prev_cfa: Optional[int] = None, fp_fallback: bool = False, pac_mask: int = DEFAULT_PAC_MASK,
          symbol: Optional[Callable[[int], Optional[str]]] = None, detect_signal: bool = True,
-         callee_saved: bool = False, symbolize: Optional[saves.Symbolize] = None) -> Union[Frame, Stop]:
+         callee_saved: bool = False, symbolize: Optional[saves.Symbolize] = None,
+         cfi: Optional[Callable[[int], object]] = None) -> Union[Frame, Stop]:
     """Unwind one frame: the caller of `frame` as a Frame, or a Stop saying why not.
 
     abi:         ABIInfo or SFrame ABI number of the process.
@@ -483,6 +557,8 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
                  function's code is read once through `read`.
     symbolize:   optional symbolize(addr) -> (function name, offset): tells the save-slot
                  analysis whether an FDE starts a function (core.saves).
+    cfi:         optional cfi(pc) -> core.dwarfcfi.CfiRow or None: the DWARF CFI rules at a PC
+                 no SFrame FDE covers (before the frame-pointer fallback).
 
     A frame marked `interrupted` (restored from a signal frame) is treated like a topmost one.
     An SFrameError from `find` or the index becomes a MALFORMED stop; any other exception
@@ -514,6 +590,10 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
             lay = _signal_layout(ctx, None, symbol)
             if lay is not None:
                 return _signal_step(ctx, lay)
+        if cfi is not None:
+            row = _cfi_row(cfi, lookup_pc)
+            if row is not None:
+                return _cfi_step(ctx, row, prev_cfa, pac_mask)
         why = "no SFrame FDE covers PC %#x" % pc if index is not None else "no module with SFrame covers PC %#x" % pc
         promised = index is not None and index.header.has(F.Flag.FRAME_POINTER)
         if fp_fallback or promised:

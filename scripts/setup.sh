@@ -21,6 +21,7 @@ PACKAGES=(
     python3-pyelftools python3-pytest python3-pexpect python3-hypothesis python3-venv
     python3-pip python3-setuptools python3-wheel   # installing this checkout (the sframe command)
     util-linux      # unshare, findmnt (scripts/inroot)
+    elfutils        # eu-stack: what bench/ compares `sframe backtrace` with
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -225,7 +225,7 @@ def test_cfi_expressions_evaluated_or_declined():
     from elftools.dwarf.structs import DWARFStructs
 
     from sframekit.core import abi as abimod
-    from sframekit.core.check import _Expr
+    from sframekit.core.dwarfcfi import Expr as _Expr
     from sframekit.core.rules import Rule, RuleKind
     e = _Expr(DWARFStructs(little_endian=True, dwarf_format=32, address_size=8), abimod.AMD64)
     plt = [0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22]   # rsp+8 + ((rip & 15) >= 11) << 3
