@@ -124,14 +124,14 @@ class Session:
             return None
         extra = self._symbols_of(mod)
         s: Optional[Tuple[str, int]]
-        try:
+        try:          # symbols are a nicety: a file that cannot be read (or is gone) names nothing
             s = mod.image.plt_name(pc, mod.bias)
+            if s is None and extra.debug is not None:
+                s = extra.debug.symbolize(pc, mod.bias)
+            if s is None:
+                s = mod.image.symbolize(pc, mod.bias)
         except ElfError:
             s = None
-        if s is None and extra.debug is not None:
-            s = extra.debug.symbolize(pc, mod.bias)
-        if s is None:
-            s = mod.image.symbolize(pc, mod.bias)
         return s
 
     def symbol(self, pc: int) -> Optional[str]:

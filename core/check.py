@@ -112,6 +112,7 @@ def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[Cfi
     relocatable file (`image` given) the sections are read with their relocations applied and
     placed as `image` places them, so that the addresses are those of its SFrame FDEs."""
     def load(elf, _fh):
+        elf = elf.full()
         if not elf.has_dwarf_info():
             return [], None
         dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)

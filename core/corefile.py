@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 from .corememory import MAX_STRING, CoreMemory, CoreMemoryError
 from .corenotes import AT_ENTRY, AT_EXECFN, AT_PAGESZ, AT_PHDR, Mapping, Thread, arch_of, parse_notes
 from .coreplace import CoreFiles, Module, modules_from_nt_file
-from .elf import PF_R, PF_W, PT_LOAD, ProgramHeader, load_elf
+from .elf import PF_R, PF_W, PT_LOAD, PT_NOTE, ProgramHeader, load_elf
 from .errors import ElfError
 
 if TYPE_CHECKING:
@@ -88,14 +88,14 @@ class CoreFile:
         segments, notes = [], []
         for seg in elf.iter_segments():
             ptype = seg["p_type"]
-            if ptype == "PT_LOAD":
+            if ptype == PT_LOAD:
                 filesz = seg["p_filesz"]
                 if seg["p_offset"] + filesz > size:   # a truncated core: keep what is there
                     filesz = max(0, size - seg["p_offset"])
                     self.warnings.append("%s: segment at %#x is truncated" % (self.path, seg["p_vaddr"]))
                 segments.append(ProgramHeader(PT_LOAD, seg["p_flags"], seg["p_offset"], seg["p_vaddr"], filesz,
                                               seg["p_memsz"]))
-            elif ptype == "PT_NOTE":
+            elif ptype == PT_NOTE:
                 fh.seek(seg["p_offset"])
                 data = fh.read(seg["p_filesz"])
                 if len(data) < seg["p_filesz"]:

@@ -1,23 +1,23 @@
-"""ELF access through pyelftools: find the SFrame section, its address, and symbols.
+"""ELF access: find the SFrame section, its address, and symbols.
 
 Start addresses in an SFrame section resolve against the section's address, so the index is
 built with `sh_addr` (link time) plus the load bias (PIE executables, shared libraries).
+
+The ELF header, program and section headers, symbol tables and PLT relocations are read with
+`struct` (`ElfFile`, `section_headers`): pyelftools takes 40 ms to import and builds a Python
+object per section, a hash section's whole table included, which made start-up and every file
+opened slow.  pyelftools reads what it is good at: DWARF, relocations of relocatable files,
+compressed sections other than zlib (`ElfFile.full()`).
 """
 
 import bisect
 import os
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from .errors import ElfError, EmptySFrameError, NoSFrameError
-
-try:
-    from elftools.common.exceptions import ELFError as _PyElfError
-    from elftools.elf.elffile import ELFFile
-except ImportError as exc:   # the debugger adapters report this in one line
-    raise ImportError("pyelftools is missing (%s): install it with 'apt-get install python3-pyelftools' "
-                      "or 'pip install pyelftools'" % exc) from None
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ _ELFCOMPRESS_ZLIB = 1
 
 
 def section_headers(elf) -> List[SectionHeader]:
-    """The section header table of a pyelftools ELFFile, unpacked with `struct`.
+    """The section header table of an ElfFile (or pyelftools ELFFile), unpacked with `struct`.
 
     pyelftools builds a Section object for each section as it is listed, and a hash section
     parses its whole table then: listing a C library's sections that way costs tens of
@@ -198,28 +198,146 @@ def _section_named(sections: List[SectionHeader], name: str) -> Optional[Section
     return None
 
 
-def _enum_value(v):
-    return v if isinstance(v, int) else None
+# ELF header fields (gABI) by the names pyelftools gives them, for the values this package meets.
+_E_TYPES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
+_E_MACHINES = {2: "EM_SPARC", 3: "EM_386", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_PPC64", 22: "EM_S390", 40: "EM_ARM",
+               43: "EM_SPARCV9", 62: "EM_X86_64", 183: "EM_AARCH64", 243: "EM_RISCV", 258: "EM_LOONGARCH"}
+_EHDR = {64: "HHIQQQIHHHHHH", 32: "HHIIIIIHHHHHH"}   # e_type .. e_shstrndx, after e_ident
+_EHDR_KEYS = ("e_type", "e_machine", "e_version", "e_entry", "e_phoff", "e_shoff", "e_flags", "e_ehsize",
+              "e_phentsize", "e_phnum", "e_shentsize", "e_shnum", "e_shstrndx")
+_PHDR = {64: ("IIQQQQQQ", ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")),
+         32: ("IIIIIIII", ("p_type", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_flags", "p_align"))}
+_PN_XNUM = 0xFFFF
+
+
+class Segment(dict):
+    """One program header (p_type and the rest as numbers), and its bytes."""
+
+    def __init__(self, fields, stream):
+        super().__init__(fields)
+        self._stream = stream
+
+    def data(self) -> bytes:
+        self._stream.seek(self["p_offset"])
+        return self._stream.read(self["p_filesz"])
+
+
+class ElfFile:
+    """An open ELF file's header, read with `struct`, offering the part of pyelftools' ELFFile
+    interface this package uses (header fields, `num_sections`, `iter_segments`); `full()` is
+    pyelftools' own ELFFile, made when first needed (DWARF, relocations, compressed sections).
+
+    Reading headers and tables this way keeps pyelftools (40 ms to import, and slow to list a
+    big file's sections) off the paths that do not need it: `sframe dump`, start-up, backtraces."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        stream.seek(0)
+        ident = stream.read(16)
+        if len(ident) < 16 or ident[:4] != b"\x7fELF":
+            raise ElfError("not an ELF file")
+        if ident[4] not in (1, 2) or ident[5] not in (1, 2):
+            raise ElfError("ELF class %d, data encoding %d: not a valid ELF file" % (ident[4], ident[5]))
+        self.elfclass = 64 if ident[4] == 2 else 32
+        self.little_endian = ident[5] == 1
+        self._order = "<" if self.little_endian else ">"
+        fmt = self._order + _EHDR[self.elfclass]
+        raw = stream.read(struct.calcsize(fmt))
+        if len(raw) < struct.calcsize(fmt):
+            raise ElfError("the ELF header is cut short")
+        self.header = dict(zip(_EHDR_KEYS, struct.unpack(fmt, raw)))
+        self.header["e_type"] = _E_TYPES.get(self.header["e_type"], self.header["e_type"])
+        self.header["e_machine"] = _E_MACHINES.get(self.header["e_machine"], self.header["e_machine"])
+        self._full = None
+        self._zero = None
+
+    def __getitem__(self, key):
+        return self.header[key]
+
+    def _section_zero(self) -> Tuple[int, int]:
+        """(sh_size, sh_info) of section 0: the real counts when the header's overflow."""
+        if self._zero is None:
+            self._zero = (0, 0)
+            if self.header["e_shoff"]:
+                fmt = self._order + ("IIQQQQII" if self.elfclass == 64 else "IIIIIIII")
+                self.stream.seek(self.header["e_shoff"])
+                raw = self.stream.read(struct.calcsize(fmt))
+                if len(raw) == struct.calcsize(fmt):
+                    f = struct.unpack(fmt, raw)
+                    self._zero = (f[5], f[7])
+        return self._zero
+
+    def num_sections(self) -> int:
+        if self.header["e_shoff"] == 0:
+            return 0
+        return self.header["e_shnum"] or self._section_zero()[0]
+
+    def num_segments(self) -> int:
+        n = self.header["e_phnum"]
+        return self._section_zero()[1] if n == _PN_XNUM else n
+
+    def iter_segments(self):
+        fmt, keys = _PHDR[self.elfclass]
+        fmt = self._order + fmt
+        size = struct.calcsize(fmt)
+        entsize = self.header["e_phentsize"]
+        count = self.num_segments()
+        if count and entsize < size:
+            raise ElfError("program header entries of %d bytes, %d expected" % (entsize, size))
+        self.stream.seek(self.header["e_phoff"])
+        raw = self.stream.read(entsize * count)
+        if len(raw) < entsize * count:
+            raise ElfError("the program header table is cut short")
+        for i in range(count):
+            yield Segment(zip(keys, struct.unpack_from(fmt, raw, i * entsize)), self.stream)
+
+    def full(self):
+        """pyelftools' ELFFile of the same file (imported on first use)."""
+        if self._full is None:
+            self._full = pyelftools_file(self.stream)
+        return self._full
+
+    def get_section(self, n: int):
+        return self.full().get_section(n)
+
+
+def pyelftools_file(stream):
+    try:
+        from elftools.elf.elffile import ELFFile
+    except ImportError as exc:   # the debugger adapters report this in one line
+        raise ImportError("pyelftools is missing (%s): install it with 'apt-get install python3-pyelftools' "
+                          "or 'pip install pyelftools'" % exc) from None
+    return ELFFile(stream)
+
+
+def _pyelftools_error(exc: BaseException) -> bool:
+    """An error pyelftools raises for a malformed file (if pyelftools was imported at all)."""
+    mod = sys.modules.get("elftools.common.exceptions")
+    return mod is not None and isinstance(exc, (mod.ELFError, mod.DWARFError))
 
 
 def load_elf(path: str, load: Callable[..., T], what: str = "ELF structure") -> T:
-    """Open path, check it is ELF, and call load(ELFFile, file); every failure becomes one ElfError line."""
+    """Open path, check it is ELF, and call load(ElfFile, file); every failure becomes one ElfError line."""
     try:
         with open(path, "rb") as fh:
             if fh.read(4) != b"\x7fELF":
                 raise ElfError("%s: not an ELF file" % path)
-            fh.seek(0)
-            return load(ELFFile(fh), fh)
+            return load(ElfFile(fh), fh)
     except FileNotFoundError:
         raise ElfError("%s: no such file" % path) from None
     except IsADirectoryError:
         raise ElfError("%s: is a directory" % path) from None
     except PermissionError:
         raise ElfError("%s: permission denied" % path) from None
-    except ElfError:
-        raise
-    except (_PyElfError, ValueError, KeyError, IndexError, AttributeError, OSError, struct.error) as exc:
+    except ElfError as exc:
+        if str(exc).startswith(path + ": "):
+            raise
         raise ElfError("%s: cannot read %s: %s" % (path, what, exc)) from None
+    except Exception as exc:
+        if isinstance(exc, (ValueError, KeyError, IndexError, AttributeError, OSError, struct.error)) \
+                or _pyelftools_error(exc):
+            raise ElfError("%s: cannot read %s: %s" % (path, what, exc)) from None
+        raise
 
 
 class ElfImage:
@@ -252,9 +370,9 @@ class ElfImage:
         self.loads = []
         for seg in elf.iter_segments():
             ptype = seg["p_type"]
-            if found is None and _enum_value(ptype) == PT_GNU_SFRAME:
+            if found is None and ptype == PT_GNU_SFRAME:
                 found = SFrameData(seg.data(), seg["p_vaddr"], seg["p_offset"], "PT_GNU_SFRAME")
-            if ptype == "PT_LOAD":
+            if ptype == PT_LOAD:
                 self.loads.append(Load(seg["p_vaddr"], seg["p_memsz"], seg["p_offset"], seg["p_filesz"]))
         self.sframe = found
         self._plts = [(sec.addr, sec.size, sec.name) for sec in sections if sec.name.startswith(".plt") and sec.addr]
@@ -270,6 +388,7 @@ class ElfImage:
         """The relocations aimed at section k, each symbol placed as the sections are (read by
         pyelftools: relocatable files only)."""
         from .reloc import Relocation
+        elf = elf.full()
         sections = list(elf.iter_sections())
         relocs = []
         for sec in sections:
@@ -301,7 +420,7 @@ class ElfImage:
     def _relocated(self, elf, k, data):
         """The SFrame section's bytes with the relocations aimed at it applied (core.reloc)."""
         from .reloc import apply
-        where = "%s: %s" % (self.path, elf.get_section(k).name)
+        where = "%s: %s" % (self.path, elf.full().get_section(k).name)
         relocs = self._relocations(elf, k, where)
         return apply(data, relocs, self._kinds(relocs, where), self._addrs[k], where)
 
@@ -364,14 +483,17 @@ class ElfImage:
 
     def _symtab(self):
         if self._symbols is None:
-            with open(self.path, "rb") as fh:
-                try:
-                    elf = ELFFile(fh)
+            try:
+                with open(self.path, "rb") as fh:
+                    elf = ElfFile(fh)
                     sections = section_headers(elf)
                     self._symbols = self._read_symbols(elf, sections)
                     self._plt_entries = _plt_entries(elf, sections)
-                except (_PyElfError, ValueError, KeyError, IndexError, OSError, struct.error) as exc:
-                    raise ElfError("%s: cannot read symbols: %s" % (self.path, exc)) from None
+            except Exception as exc:
+                if not isinstance(exc, (ElfError, ValueError, KeyError, IndexError, OSError, struct.error)) \
+                        and not _pyelftools_error(exc):
+                    raise
+                raise ElfError("%s: cannot read symbols: %s" % (self.path, exc)) from None
             self._starts = [s[0] for s in self._symbols]
         return self._symbols
 
