@@ -18,6 +18,7 @@ class FrameFact:
     sframe: bool = False        # this frame was unwound with SFrame (its CFA and caller come from it)
     name: str = ""
     regs: Mapping[int, Optional[int]] = field(default_factory=dict)   # callee-saved: DWARF regnum -> value or None
+    outermost: bool = False     # SFrame ended the stack at this frame (no caller: RA undefined or zero)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,12 @@ def compare(ours: Sequence[FrameFact], reference: Sequence[FrameFact], stop: int
         r = reference[i]
         if o.pc != r.pc:
             out.append(Disagreement(o.level, "PC", o.pc, r.pc, r.name or o.name, stop))
+            break
+        if o.outermost:
+            # SFrame says the stack ends here: the reference must end here too.
+            checked += 1
+            if i + 1 < len(reference):
+                out.append(Disagreement(o.level, "depth", None, reference[i + 1].pc, o.name, stop))
             break
         if not o.sframe:
             continue

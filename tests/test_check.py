@@ -124,9 +124,10 @@ def _row_ranges(f, rows):
     return out
 
 
-def test_seeded_defects_are_reported_exactly(corpus, tmp_path):
-    """One FRE's CFA offset, the FP slots of one function, one FDE's start and size, one FDE
-    dropped: exactly those functions and ranges are reported, nothing else beyond the baseline."""
+def seeded(corpus, tmp_path):
+    """A copy of sid's frames (O2-fp) with defects seeded in its SFrame section: (the copy, its
+    symbols {name: (address, size)}, the findings they must add [(kind, function, what, lo, hi)],
+    the findings of the original, the Funcs as seeded by start)."""
     b = corpus.get("sid", "frames", "O2-fp")
     img = ElfImage(b.path)
     sf = img.sframe
@@ -171,6 +172,13 @@ def test_seeded_defects_are_reported_exactly(corpus, tmp_path):
     bad = tmp_path / "frames-seeded"
     T.run_in("sid", ["objcopy", "--update-section", ".sframe=%s" % new, str(b.path), str(bad)], cwd=tmp_path,
              check=True)
+    return bad, syms, want, base, by_start
+
+
+def test_seeded_defects_are_reported_exactly(corpus, tmp_path):
+    """One FRE's CFA offset, the FP slots of one function, one FDE's start and size, one FDE
+    dropped: exactly those functions and ranges are reported, nothing else beyond the baseline."""
+    bad, syms, want, base, by_start = seeded(corpus, tmp_path)
     doc = findings(bad)
 
     def key(f):
@@ -234,3 +242,54 @@ def test_cfi_expressions_evaluated_or_declined():
     assert e.rule([0x76, 0x78, 0x06], 0) == Rule(RuleKind.REGISTER, -8, reg=6, deref=True)   # [rbp - 8]
     for bad in ([0x92, 6, 8], [0xFF], [0x77], [0x30, 0x31, 0x24], [0x06], [0x77, 8, 0x76, 0, 0x22], []):
         assert e.rule(bad, 0x1000) is None, bad
+
+
+def test_verdicts_agree_with_sframe_verify(corpus, tmp_path):
+    """On the seeded copy, GDB 18's `sframe verify` (SFrame against GDB's DWARF unwinder, at each
+    instruction stepped through the starts of level1, level2 and level3) finds a disagreement at
+    exactly the stops where some frame's rules are ones `sframe check` reports as disagreeing
+    (a CFA or FP range holding the frame's PC, or its return address - 1 for a caller), and at
+    no other."""
+    from test_gdb import PLUGIN, run_gdb
+    bad, syms, _want, _base, _by_start = seeded(corpus, tmp_path)
+    doc = findings(bad)
+    ranges = [(f["lo"], f["hi"]) for f in doc["findings"] if f["kind"] == "disagree" and f["what"] in ("CFA", "FP")]
+    steps = {"level1": 6, "level2": 3, "level3": 6}     # (level2: up to its call of level3, whose start breaks)
+    lines = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % bad, "break main", "run",
+             "p/x &level1"] + ["break *%s" % name for name in steps] + ["continue"]
+    for n in steps.values():
+        lines += ["mark step", "p/x $pc", "try-cmd bt", "try-cmd sframe verify", "stepi"] * n + ["continue"]
+    out = run_gdb("gdb18", lines, tmp_path)
+    bias = int(re.search(r"^\$1 = (0x[0-9a-f]+)", out, re.M).group(1), 16) - syms["level1"][0]   # a PIE
+    stops = []
+    for block in out.split("MARK step\n")[1:]:
+        pc = re.match(r"\$\d+ = (0x[0-9a-f]+)\n", block)
+        bt = block[pc.end():].split("TRY-OK", 1)[0] if pc else ""
+        m = re.search(r"^sframe verify: (\d+) frames checked at 1 stops, (\d+) disagreements$", block, re.M)
+        assert m and bt.startswith("#0  "), block
+        # Frame 0's PC, and each caller's return address - 1 (what its rules are looked up by).
+        pcs = [int(pc.group(1), 16) - bias] + [int(a, 16) - bias - 1 for a in re.findall(r"^#[1-9]\d* +(0x[0-9a-f]+)", bt, re.M)]
+        # Where the frames go (PC, CFA, depth), or a frame SFrame's rules lead to a stack the safety
+        # checks refuse where DWARF's went on ("not checked: ... (corrupt stack?)": level2's FP slot
+        # moved gives its caller a wild frame pointer): what the rules say.  Callee-saved registers
+        # follow from the code and the SFrame CFA of earlier rows too (a seeded CFA moves the save
+        # slots the analysis finds after it), which check does not claim to cover.
+        verify_bad = bool(re.search(r"^frame #\d+ .*: (PC|CFA) |ends the backtrace here|goes on to pc|"
+                                    r"not checked: .*\(corrupt stack\?\)", block, re.M))
+        check_bad = any(lo <= p < hi for p in pcs for lo, hi in ranges)
+        stops.append((pcs[0], verify_bad, check_bad))
+    inside = [s for s in stops if any(syms[n][0] <= s[0] < sum(syms[n]) for n in steps)]
+    assert len(inside) >= 12 and any(s[2] for s in inside) and not all(s[2] for s in inside), stops
+    assert [(hex(pc), v) for pc, v, _c in inside] == [(hex(pc), c) for pc, _v, c in inside], stops
+
+
+def test_verify_counts_a_stack_sframe_ends_early():
+    """`sframe verify`'s comparison: a frame SFrame calls the outermost (a zero or undefined return
+    address) where the reference goes on is a disagreement, as a shorter stack would be."""
+    from sframekit.core.verify import FrameFact, compare
+    ours = [FrameFact(0, 0x1000, None, outermost=True)]
+    ref = [FrameFact(0, 0x1000, 0x2000), FrameFact(1, 0x3000, 0x2010)]
+    checked, diss = compare(ours, ref)
+    assert checked == 1 and [d.what for d in diss] == ["depth"]
+    assert str(diss[0]) == "frame #0: SFrame ends the backtrace here, the reference goes on to pc 0x3000"
+    assert compare(ours, ref[:1]) == (1, [])

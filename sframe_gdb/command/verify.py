@@ -156,8 +156,9 @@ Prints each disagreement and two summary lines:
             level = f.level()
             pc = int(f.pc()) & MASK64
             rec = last.get(level)
-            sframe = rec is not None and rec[0] == pc and rec[2] is not None
-            facts.append(verifymod.FrameFact(level, pc, frame_cfa(f), sframe, f.name() or "", self._regs(f)))
+            ours_here = rec is not None and rec[0] == pc
+            facts.append(verifymod.FrameFact(level, pc, frame_cfa(f), ours_here and rec[2] is not None, f.name() or "",
+                                             self._regs(f), ours_here and rec[2] is None))
         return facts
 
     @staticmethod
