@@ -2,7 +2,7 @@
 # Build (once) and cache the Debian roots whose toolchains emit SFrame V2 and V3.
 #
 #   scripts/roots.sh            build/refresh every root, print their paths
-#   scripts/roots.sh path NAME  print the path of root NAME (trixie|sid)
+#   scripts/roots.sh path NAME  print the path of root NAME (trixie|sid|lldb23)
 #
 # Roots live outside the checkout, under $SFRAME_CACHE (default ~/.cache/sframe-gdb).
 # A root is rebuilt when its package list below changes (the list's hash is stored
@@ -17,12 +17,17 @@ MIRROR=${SFRAME_MIRROR:-http://deb.debian.org/debian}
 TRIXIE_INCLUDE="gcc,binutils,libc6-dev,gdb"
 TRIXIE_EXTRA=""
 SID_INCLUDE="gcc,binutils,libc6-dev,gdb,python3"
+# LLDB 23 (scripted frame providers) in a root of its own: python3-lldb-NN packages of different
+# versions cannot be installed together.  Its programs are built in the sid root (same C library).
+LLDB23_INCLUDE="python3"
+LLDB23_EXTRA="lldb-23 python3-lldb-23 python3-pyelftools"
 SID_EXTRA="lldb python3-lldb python3-pyelftools clang-23 llvm-23 gdb-multiarch qemu-user gcc-aarch64-linux-gnu gcc-s390x-linux-gnu libc6-dev-arm64-cross libc6-dev-s390x-cross"
 
 spec() {
     case "$1" in
         trixie) echo "trixie|$TRIXIE_INCLUDE|$TRIXIE_EXTRA" ;;
         sid) echo "sid|$SID_INCLUDE|$SID_EXTRA" ;;
+        lldb23) echo "sid|$LLDB23_INCLUDE|$LLDB23_EXTRA" ;;
         *) echo "unknown root: $1" >&2; exit 2 ;;
     esac
 }
@@ -83,7 +88,7 @@ case "${1:-all}" in
     all)
         exec 9>"$CACHE/roots/.lock"
         flock 9
-        for r in trixie sid; do build "$r"; echo "$CACHE/roots/$r"; done
+        for r in trixie sid lldb23; do build "$r"; echo "$CACHE/roots/$r"; done
         ;;
     *) exec 9>"$CACHE/roots/.lock"; flock 9; build "$1"; echo "$CACHE/roots/$1" ;;
 esac

@@ -109,6 +109,11 @@ def toolchain(name: str | Toolchain) -> Toolchain:
 # Roots
 
 
+# The roots scripts/roots.sh builds: toolchains (trixie: V2; sid: V3, GDB 18, LLDB 21, cross
+# compilers, qemu-user, clang) and LLDB 23 (its python3-lldb cannot share sid's).
+ROOTS = ("trixie", "sid", "lldb23")
+
+
 def cache_dir() -> Path:
     """Same rule as scripts/roots.sh."""
     if os.environ.get("SFRAME_CACHE"):
@@ -118,20 +123,20 @@ def cache_dir() -> Path:
 
 
 def root_path(name: str) -> Path:
-    """Directory of a root: "trixie", "sid", or a toolchain name ("/" for host)."""
+    """Directory of a root: "trixie", "sid", "lldb23", or a toolchain name ("/" for host)."""
     if name in _TOOLCHAINS:
         root = _TOOLCHAINS[name].root
         if root is None:
             return Path("/")
         name = root
-    if name not in ("trixie", "sid"):
+    if name not in ROOTS:
         raise ValueError(f"unknown root {name!r}")
     return cache_dir() / "roots" / name
 
 
 def roots_ready() -> bool:
     """True if every root exists (not whether its stamp is current)."""
-    return all((root_path(r) / ".sframe-stamp").is_file() for r in ("trixie", "sid"))
+    return all((root_path(r) / ".sframe-stamp").is_file() for r in ROOTS)
 
 
 def ensure_roots() -> None:
@@ -175,19 +180,21 @@ def _binds(extra: Iterable[os.PathLike | str], cwd) -> list[str]:
     return [str(p) for p in out]
 
 
-def wrap_argv(tc: str | Toolchain, argv: Sequence[str], binds: Iterable = (), cwd=None,
+def wrap_argv(tc: str | Toolchain, argv: Sequence[str], binds: Iterable = (), cwd=None, root: Optional[str] = None,
               ) -> tuple[list[str], dict[str, str]]:
-    """The argv (and environment) that runs `argv` in the toolchain's root.
+    """The argv (and environment) that runs `argv` in the toolchain's root (or in `root`, one
+    of ROOTS).
 
     For the host it is `argv` itself.  Useful for pexpect-driven debuggers.
     """
     tc = toolchain(tc)
     env = dict(os.environ)
     argv = [str(a) for a in argv]
-    if tc.root is None:
+    root = root or tc.root
+    if root is None:
         return argv, env
     env["SFRAME_BINDS"] = ":".join(_binds(binds, cwd))
-    return ["bash", str(INROOT), str(root_path(tc.root))] + argv, env
+    return ["bash", str(INROOT), str(root_path(root))] + argv, env
 
 
 def run_in(tc: str | Toolchain, argv: Sequence[str], cwd=None, binds: Iterable = (),
