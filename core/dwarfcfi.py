@@ -24,23 +24,31 @@ _SIMPLE = {"SAME_VALUE": lambda arg: UNCHANGED, "UNDEFINED": lambda arg: Rule(Ru
            "OFFSET": lambda arg: Rule(RuleKind.AT_CFA, arg), "VAL_OFFSET": lambda arg: Rule(RuleKind.CFA_PLUS, arg)}
 
 
+_STRUCTS: Dict[tuple, object] = {}     # (byte order, format, address size, version) -> DWARFStructs
+
+
+def dwarf_structs(little_endian: bool, dwarf_format: int, address_size: int, dwarf_version: int = 2):
+    """pyelftools' DWARFStructs for those keys, made once (each takes milliseconds to build, and
+    is not changed once built)."""
+    key = (little_endian, dwarf_format, address_size, dwarf_version)
+    made = _STRUCTS.get(key)
+    if made is None:
+        from elftools.dwarf.structs import DWARFStructs
+        made = _STRUCTS[key] = DWARFStructs(little_endian=little_endian, dwarf_format=dwarf_format,
+                                            address_size=address_size, dwarf_version=dwarf_version)
+    return made
+
+
 @contextlib.contextmanager
 def shared_structs() -> Iterator[None]:
-    """While pyelftools parses CFI: one DWARFStructs per (byte order, format, address size).
+    """While pyelftools parses CFI: its DWARFStructs from `dwarf_structs`.
 
     Its CFI parser builds a new DWARFStructs (about 5 ms) for every CIE and FDE; they differ only
-    by those keys and are not changed once built, so 50,000 FDEs take seconds, not minutes."""
+    by those keys, so 50,000 FDEs take seconds, not minutes, and a backtrace through a library
+    does not pay for them at each function."""
     import elftools.dwarf.callframe as callframe
     plain = callframe.DWARFStructs
-    made: Dict[tuple, object] = {}
-
-    def structs(little_endian, dwarf_format, address_size, dwarf_version=2):
-        key = (little_endian, dwarf_format, address_size, dwarf_version)
-        if key not in made:
-            made[key] = plain(little_endian=little_endian, dwarf_format=dwarf_format, address_size=address_size,
-                              dwarf_version=dwarf_version)
-        return made[key]
-    callframe.DWARFStructs = structs
+    callframe.DWARFStructs = dwarf_structs
     try:
         yield
     finally:
@@ -211,9 +219,7 @@ class CfiRows:
         try:
             from elftools.dwarf.callframe import FDE, CallFrameInfo
             if self._structs is None:
-                from elftools.dwarf.structs import DWARFStructs
-                self._structs = DWARFStructs(little_endian=not self.abi.big_endian, dwarf_format=32,
-                                             address_size=self.abi.ptr_size)
+                self._structs = dwarf_structs(not self.abi.big_endian, 32, self.abi.ptr_size)
                 self._expr = Expr(self._structs, self.abi)
             bias = sec.bias()
             parser = self._parsers.get(name)
