@@ -37,7 +37,7 @@ from .corefile import CoreFile
 from .corenotes import Thread, iter_notes
 from .dwarfcfi import CfiRow, CfiRows
 from .elf import ElfImage, load_elf, section_data, section_headers
-from .errors import ElfError
+from .errors import ElfError, ProcessError
 from .modules import ModuleSet, finder
 from .text import registers_line
 from .unwind import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_from_registers, frame_rows, lookup_address
@@ -324,22 +324,32 @@ class _Terminated(BaseException):
 @contextlib.contextmanager
 def _interruptible():
     """SIGTERM and SIGHUP raise _Terminated (SIGINT already raises KeyboardInterrupt) while threads
-    are held, so the `with` that holds them lets them go; the signal's usual end follows."""
+    are held, so the `with` that holds them lets them go; the signal's usual end follows.  A
+    signal that was ignored (nohup) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     got: List[int] = []
+    active = [True]
 
     def handler(signum, _frame):
         got.append(signum)
-        raise _Terminated()
-    old = {sig: _signal.signal(sig, handler) for sig in (_signal.SIGTERM, _signal.SIGHUP)}
+        if active[0] and len(got) == 1:
+            raise _Terminated()
+    old = {}
     try:
+        for sig in (_signal.SIGTERM, _signal.SIGHUP):
+            prev = _signal.getsignal(sig)
+            if prev is not _signal.SIG_IGN and prev is not None:     # (None: a handler set from C)
+                old[sig] = prev
+                _signal.signal(sig, handler)
         yield
     except _Terminated:
         pass
     finally:
+        active[0] = False
         for sig, h in old.items():
             _signal.signal(sig, h)
     if got:
         os.kill(os.getpid(), got[0])       # die of it as if it had not been caught
+        raise ProcessError("interrupted by %s" % _signame(got[0]))   # (its handler let this process live)

@@ -22,7 +22,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import abi as abimod
 from .decode import Section
-from .dwarfcfi import Expr, cfa_rule, register_rule, shared_structs
+from .dwarfcfi import MISDECODED_REASON, Expr, cfa_rule, misdecoded, register_rule, shared_structs
 from .elf import SHT_NOBITS, ElfImage, load_elf, section_headers
 from .errors import ElfError
 from .format import MASK64, PCType
@@ -102,7 +102,7 @@ def failed(report: Report) -> bool:
 class CfiFunction:
     lo: int
     hi: int
-    rows: List[dict]          # pyelftools' decoded table rows, sorted by pc
+    rows: Optional[List[dict]]   # pyelftools' decoded table rows (None: rows it decodes wrongly)
     section: str
 
 
@@ -137,7 +137,8 @@ def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[Cfi
                 for e in entries():
                     if isinstance(e, FDE):
                         lo = e["initial_location"] & MASK64
-                        out.append(CfiFunction(lo, lo + e["address_range"], list(e.get_decoded().table), name))
+                        rows = None if misdecoded(e) else list(e.get_decoded().table)
+                        out.append(CfiFunction(lo, lo + e["address_range"], rows, name))
             except DWARFError as exc:
                 import elftools
                 raise ElfError("%s: pyelftools %s cannot decode its %s: %s%s" % (
@@ -271,6 +272,9 @@ def check_file(path: str, function: Optional[str] = None) -> Report:
             report.findings.append(Finding(RANGE_DIFFERS, name, fde.start, fde.end, "",
                                            "%#x-%#x" % (fde.start, fde.end), "%#x-%#x" % (cfi.lo, cfi.hi)))
         report.functions += 1
+        if cfi.rows is None:
+            col.add(NOT_COMPARABLE, max(fde.start, cfi.lo), min(fde.end, cfi.hi), "CFA", reason=MISDECODED_REASON)
+            continue
         rows = sorted(cfi.rows, key=lambda r: r["pc"])
         pcs = [r["pc"] for r in rows]
         lo, hi = max(fde.start, cfi.lo), min(fde.end, cfi.hi)

@@ -24,6 +24,22 @@ _SIMPLE = {"SAME_VALUE": lambda arg: UNCHANGED, "UNDEFINED": lambda arg: Rule(Ru
            "OFFSET": lambda arg: Rule(RuleKind.AT_CFA, arg), "VAL_OFFSET": lambda arg: Rule(RuleKind.CFA_PLUS, arg)}
 
 
+# CFA opcodes pyelftools' row decoder gets wrong: DW_CFA_def_cfa_sf (0x12) is scaled by the code
+# alignment factor instead of the data alignment factor (0.29 and 0.33), and 0.29 ignores
+# DW_CFA_def_cfa_offset_sf (0x13).  An FDE that uses them is no CFI here, never a wrong CFA.
+_MISDECODED = (0x12, 0x13)
+MISDECODED_REASON = "its CFI uses DW_CFA_def_cfa_sf or DW_CFA_def_cfa_offset_sf, which pyelftools decodes wrongly"
+
+
+def misdecoded(fde) -> bool:
+    """Does this pyelftools FDE (or its CIE) use an opcode pyelftools' rows get wrong?"""
+    cie = getattr(fde, "cie", None)
+    for instructions in (getattr(cie, "instructions", None) or (), fde.instructions):
+        if any(i.opcode in _MISDECODED for i in instructions):
+            return True
+    return False
+
+
 _STRUCTS: Dict[tuple, object] = {}     # (byte order, format, address size, version) -> DWARFStructs
 
 
@@ -230,7 +246,7 @@ class CfiRows:
                                                              self._structs, for_eh_frame=sec.eh)
             with shared_structs():
                 entry = parser._parse_entry_at(offset)     # one FDE (pyelftools has no public call for it)
-                if not isinstance(entry, FDE):
+                if not isinstance(entry, FDE) or misdecoded(entry):
                     return None
                 table = sorted(entry.get_decoded().table, key=lambda r: r["pc"])
         except Exception:         # the file's bytes, as pyelftools reads them: no CFI there

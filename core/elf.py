@@ -134,6 +134,22 @@ _CHDR = {64: ("IIQQ", 24), 32: ("III", 12)}     # ch_type (ch_reserved) ch_size 
 _ELFCOMPRESS_ZLIB = 1
 
 
+def read_at(stream, offset: int, size: int, what: str) -> bytes:
+    """`size` bytes of the file at `offset`, checked against the file's size first (a header's
+    claim is never trusted with a read or an allocation larger than the file)."""
+    try:
+        end: Optional[int] = os.fstat(stream.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        end = None            # not a file (an in-memory stream): its read says how much there is
+    if offset < 0 or size < 0 or (end is not None and offset + size > end):
+        raise ElfError("%s (%d bytes at file offset %#x) lies beyond the end of the file" % (what, size, offset))
+    stream.seek(offset)
+    data = stream.read(size)
+    if len(data) < size:
+        raise ElfError("%s (%d bytes at file offset %#x) is cut short" % (what, size, offset))
+    return data
+
+
 def section_headers(elf) -> List[SectionHeader]:
     """The section header table of an ElfFile (or pyelftools ELFFile), unpacked with `struct`.
 
@@ -147,13 +163,10 @@ def section_headers(elf) -> List[SectionHeader]:
     if not count:
         return []
     stream = elf.stream
-    stream.seek(elf["e_shoff"])
     entsize = elf["e_shentsize"]
     if entsize < size:
         raise ElfError("section header entries of %d bytes, %d expected" % (entsize, size))
-    raw = stream.read(entsize * count)
-    if len(raw) < entsize * count:
-        raise ElfError("the section header table is cut short")
+    raw = read_at(stream, elf["e_shoff"], entsize * count, "the section header table")
     rows = [struct.unpack_from(fmt, raw, i * entsize) for i in range(count)]
     strndx = elf["e_shstrndx"]
     if strndx == 0xFFFF:                  # SHN_XINDEX: the index is section 0's sh_link
@@ -162,8 +175,7 @@ def section_headers(elf) -> List[SectionHeader]:
     if 0 < strndx < count:
         _n, t, _f, _a, off, sz = rows[strndx][:6]
         if t != SHT_NOBITS:
-            stream.seek(off)
-            names = stream.read(sz)
+            names = read_at(stream, off, sz, "the section name table")
     out = []
     for i, (name, *fields) in enumerate(rows):
         end = names.find(b"\0", name)
@@ -177,17 +189,23 @@ def section_data(elf, sec: SectionHeader) -> bytes:
     compression left to pyelftools."""
     if sec.type == SHT_NOBITS or not sec.size:
         return b""
-    elf.stream.seek(sec.offset)
-    data = elf.stream.read(sec.size)
-    if len(data) < sec.size:
-        raise ElfError("section %s is cut short" % sec.name)
+    data = read_at(elf.stream, sec.offset, sec.size, "section %s" % sec.name)
     if sec.flags & SHF_COMPRESSED:
         fmt, head = _CHDR[elf.elfclass]
-        (ctype,) = struct.unpack_from(("<" if elf.little_endian else ">") + "I", data)
-        if ctype != _ELFCOMPRESS_ZLIB:
+        if len(data) < head:
+            raise ElfError("section %s: compressed, but shorter than its compression header" % sec.name)
+        fields = struct.unpack_from(("<" if elf.little_endian else ">") + fmt, data)
+        if fields[0] != _ELFCOMPRESS_ZLIB:
             return elf.get_section(sec.number).data()
+        size = fields[-2]                   # ch_size: what it says it holds uncompressed
         import zlib
-        return zlib.decompress(data[head:])
+        try:
+            out = zlib.decompressobj().decompress(data[head:], size)
+        except zlib.error as exc:
+            raise ElfError("section %s: cannot be uncompressed: %s" % (sec.name, exc)) from None
+        if len(out) != size:
+            raise ElfError("section %s: uncompressed to %d bytes, its header says %d" % (sec.name, len(out), size))
+        return out
     return data
 
 
@@ -218,8 +236,7 @@ class Segment(dict):
         self._stream = stream
 
     def data(self) -> bytes:
-        self._stream.seek(self["p_offset"])
-        return self._stream.read(self["p_filesz"])
+        return read_at(self._stream, self["p_offset"], self["p_filesz"], "segment at %#x" % self["p_vaddr"])
 
 
 class ElfFile:
@@ -284,10 +301,7 @@ class ElfFile:
         count = self.num_segments()
         if count and entsize < size:
             raise ElfError("program header entries of %d bytes, %d expected" % (entsize, size))
-        self.stream.seek(self.header["e_phoff"])
-        raw = self.stream.read(entsize * count)
-        if len(raw) < entsize * count:
-            raise ElfError("the program header table is cut short")
+        raw = read_at(self.stream, self.header["e_phoff"], entsize * count, "the program header table")
         for i in range(count):
             yield Segment(zip(keys, struct.unpack_from(fmt, raw, i * entsize)), self.stream)
 
@@ -308,6 +322,14 @@ def pyelftools_file(stream):
         raise ImportError("pyelftools is missing (%s): install it with 'apt-get install python3-pyelftools' "
                           "or 'pip install pyelftools'" % exc) from None
     return ELFFile(stream)
+
+
+def _malformed(exc: BaseException) -> bool:
+    """An exception a malformed file can cause in a reader of it (a count or size beyond what
+    Python can hold included), which becomes one ElfError line."""
+    import zlib
+    return isinstance(exc, (ValueError, KeyError, IndexError, AttributeError, OSError, struct.error, zlib.error,
+                            OverflowError, MemoryError)) or _pyelftools_error(exc)
 
 
 def _pyelftools_error(exc: BaseException) -> bool:
@@ -332,12 +354,11 @@ def load_elf(path: str, load: Callable[..., T], what: str = "ELF structure") -> 
     except ElfError as exc:
         if str(exc).startswith(path + ": "):
             raise
-        raise ElfError("%s: cannot read %s: %s" % (path, what, exc)) from None
+        raise type(exc)("%s: cannot read %s: %s" % (path, what, exc)) from None
     except Exception as exc:
-        if isinstance(exc, (ValueError, KeyError, IndexError, AttributeError, OSError, struct.error)) \
-                or _pyelftools_error(exc):
-            raise ElfError("%s: cannot read %s: %s" % (path, what, exc)) from None
-        raise
+        if not _malformed(exc):
+            raise
+        raise ElfError("%s: cannot read %s: %s" % (path, what, exc)) from None
 
 
 class ElfImage:
@@ -382,7 +403,9 @@ class ElfImage:
         self._placed = [(addr, sec.size, sec.name, sec.offset if sec.type != SHT_NOBITS else None)
                         for sec, addr in zip(sections, self._addrs)
                         if self.relocatable and sec.flags & SHF_ALLOC and sec.size]
-        self._symbols = None     # read on first use: large symbol tables cost seconds
+        self._symbols = None     # read on first use (_symtab), with _starts and _plt_entries
+        self._starts: List[int] = []
+        self._plt_entries = None
 
     def _relocations(self, elf, k, where):
         """The relocations aimed at section k, each symbol placed as the sections are (read by
@@ -487,14 +510,18 @@ class ElfImage:
                 with open(self.path, "rb") as fh:
                     elf = ElfFile(fh)
                     sections = section_headers(elf)
-                    self._symbols = self._read_symbols(elf, sections)
-                    self._plt_entries = _plt_entries(elf, sections)
+                    symbols = self._read_symbols(elf, sections)
+                    try:
+                        plt = _plt_entries(elf, sections)
+                    except Exception as exc:
+                        if not isinstance(exc, ElfError) and not _malformed(exc):
+                            raise
+                        plt = None          # a PLT that cannot be read names no entries; the symbols stand
             except Exception as exc:
-                if not isinstance(exc, (ElfError, ValueError, KeyError, IndexError, OSError, struct.error)) \
-                        and not _pyelftools_error(exc):
+                if not isinstance(exc, ElfError) and not _malformed(exc):
                     raise
                 raise ElfError("%s: cannot read symbols: %s" % (self.path, exc)) from None
-            self._starts = [s[0] for s in self._symbols]
+            self._plt_entries, self._starts, self._symbols = plt, [s[0] for s in symbols], symbols
         return self._symbols
 
     def plt_name(self, addr: int, bias: int = 0) -> Optional[Tuple[str, int]]:

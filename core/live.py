@@ -2,21 +2,28 @@
 their registers, its memory and its modules.
 
 `LiveProcess(pid)` seizes the threads it reads (`PTRACE_SEIZE`, then `PTRACE_INTERRUPT`: no
-signal is sent, unlike `PTRACE_ATTACH`), one after the other, and `detach()` lets each go as it
-was.  A thread that was in a job-control stop stays stopped; a signal that arrived while it was
-held (a signal-delivery stop) is handed back to it at `PTRACE_DETACH`, so nothing is lost or
-added.  If this process dies half way (Ctrl-C, a kill), the kernel detaches the threads itself.
+signal is sent, unlike `PTRACE_ATTACH`), waits until each is stopped, and `detach()` lets each go
+as it was.  A thread that was in a job-control stop stays stopped; a signal that arrived while it
+was held (a signal-delivery stop) is handed back to it at `PTRACE_DETACH`, so nothing is lost or
+added.  Ctrl-C and kill wait while threads are being stopped or let go (signals deferred), then
+end the command with every thread let go; on SIGKILL the kernel lets them go (a signal a thread
+was stopped for at that moment is then lost: nothing can catch SIGKILL).
 
 Registers come from `PTRACE_GETREGSET` with `NT_PRSTATUS` (the `pr_reg` of a core file's note,
 decoded by core.corenotes), memory from `/proc/PID/mem`, the mapped files from `/proc/PID/maps`
-(placed as a core's NT_FILE mappings are, by core.coreplace), looked up under `/proc/PID/root`
-so that a process in a chroot or container finds its own files.  Native processes only: the
-registers' layout is this machine's.
+(placed as a core's NT_FILE mappings are, by core.coreplace), opened through
+`/proc/PID/map_files` (the file itself, in whatever mount namespace or chroot the process is),
+else by path, checked by device and inode.  Native processes only: the registers' layout is
+this machine's.
 """
 
+import contextlib
 import ctypes
 import os
-from typing import Dict, List, Optional
+import signal
+import threading
+import time
+from typing import Dict, List, Optional, Tuple
 
 from .corenotes import Mapping, Thread, arch_of, decode_gregs
 from .coreplace import CoreFiles, Module, modules_from_nt_file
@@ -93,11 +100,31 @@ class _Held:
         self.signal = 0
 
 
+# Signals that end this command (or raise KeyboardInterrupt in it): deferred while threads are
+# being stopped or let go, so that none is interrupted half way (a stop waited for and not yet
+# recorded would lose the signal it reports).
+_DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 class LiveProcess:
     """A stopped view of a running process: `threads` (core.corenotes Threads, the main thread
     first), `read(addr, size)`, `modules()` and `module_at(addr)`, as core.corefile.CoreFile has
     them.  `all_threads=False` stops and reads only the main thread.  Use it as a context
     manager (or call `detach()`): the threads run again when it ends."""
+
+    STOP_WAIT = 2.0          # seconds a thread may take to stop
 
     def __init__(self, pid: int, all_threads: bool = True):
         self.pid = pid
@@ -107,6 +134,7 @@ class LiveProcess:
         self._mem: Optional[int] = None
         self._modules: Optional[List[Module]] = None
         self._mappings: Optional[List[Mapping]] = None
+        self._inodes: Dict[str, Tuple[int, int, int]] = {}    # path -> (device major, minor, inode) in maps
         if pid == os.getpid():
             raise ProcessError("process %d is this sframe command itself" % pid)
         if not os.path.isdir("/proc/%d" % pid):
@@ -164,11 +192,16 @@ class LiveProcess:
     def _stop(self, all_threads: bool) -> None:
         """Seize and interrupt the threads (again for threads started meanwhile), then wait until
         each is stopped.  Threads that exit meanwhile are left out."""
-        seen = set()
+        seen: set = set()
+        with _signals_deferred():
+            self._stop_all(all_threads, seen)
+
+    def _stop_all(self, all_threads: bool, seen: set) -> None:
         while True:
             new = [t for t in (self._tids() if all_threads else [self.pid]) if t not in seen]
             if not new:
                 break
+            interrupted = []
             for tid in new:
                 seen.add(tid)
                 try:
@@ -179,12 +212,15 @@ class LiveProcess:
                     if tid == self.pid or not self._held:
                         raise ProcessError("cannot attach to process %d: %s; %s" % (
                             self.pid, exc.strerror, _permission_hint(self.pid))) from None
+                    self.warnings.append("thread %d cannot be traced (%s): left out" % (tid, exc.strerror))
                     continue
                 held = self._held[tid] = _Held(tid)
                 try:
                     _ptrace(PTRACE_INTERRUPT, tid)
                 except OSError:
                     pass                          # gone: the wait says so
+                interrupted.append(held)
+            for held in interrupted:              # (they stop at once, together; then each is waited for)
                 self._wait_stopped(held)
             if not all_threads:
                 break
@@ -192,13 +228,29 @@ class LiveProcess:
             raise ProcessError("process %d exited while being read" % self.pid)
 
     def _wait_stopped(self, held: _Held) -> None:
+        """Until the thread is stopped (or gone).  A thread in an uninterruptible sleep stops only
+        when it leaves it: after STOP_WAIT seconds it is left out (the main thread: an error),
+        the others being held meanwhile."""
+        deadline = time.monotonic() + self.STOP_WAIT
+        pause = 0.0001
         while True:
             try:
-                _pid, status = os.waitpid(held.tid, WALL)
+                pid, status = os.waitpid(held.tid, WALL | os.WNOHANG)
             except ChildProcessError:
                 del self._held[held.tid]
                 return
-            except InterruptedError:
+            if pid == 0:
+                if time.monotonic() > deadline:
+                    # Still running: it cannot be detached until it stops; this process's exit does it.
+                    del self._held[held.tid]
+                    if held.tid == self.pid:
+                        raise ProcessError("process %d did not stop within %g s (in an uninterruptible sleep?)"
+                                           % (self.pid, self.STOP_WAIT))
+                    self.warnings.append("thread %d did not stop within %g s (in an uninterruptible sleep?): "
+                                         "left out" % (held.tid, self.STOP_WAIT))
+                    return
+                time.sleep(pause)
+                pause = min(2 * pause, 0.01)
                 continue
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 del self._held[held.tid]
@@ -223,13 +275,15 @@ class LiveProcess:
                     raise ProcessError("process %d exited while being read" % self.pid)
 
     def detach(self) -> None:
-        """Let every held thread go, each with the signal it was about to take (if any)."""
-        held, self._held = self._held, {}
-        for h in held.values():
-            try:
-                _ptrace(PTRACE_DETACH, h.tid, None, h.signal)
-            except OSError:
-                pass                              # it has exited meanwhile
+        """Let every held thread go, each with the signal it was about to take (if any); Ctrl-C
+        and the like wait until they are all let go."""
+        with _signals_deferred():
+            held, self._held = self._held, {}
+            for h in held.values():
+                try:
+                    _ptrace(PTRACE_DETACH, h.tid, None, h.signal)
+                except OSError:
+                    pass                          # it has exited meanwhile
         if self._mem is not None:
             os.close(self._mem)
             self._mem = None
@@ -297,6 +351,8 @@ class LiveProcess:
                     continue                      # anonymous, [stack], [vdso], ...
                 lo, _, hi = parts[0].partition("-")
                 maps.append(Mapping(int(lo, 16), int(hi, 16), int(parts[2], 16), parts[5]))
+                major, _, minor = parts[3].partition(":")
+                self._inodes.setdefault(parts[5], (int(major, 16), int(minor, 16), int(parts[4])))
             self._mappings = maps
         return list(self._mappings)
 
@@ -313,7 +369,19 @@ class LiveProcess:
         for m in self.mappings:
             if m.path == path:
                 link = "/proc/%d/map_files/%x-%x" % (self.pid, m.start, m.end)
-                return link if os.path.isfile(link) else None
+                if os.path.isfile(link):
+                    return link
+                break
+        # map_files needs privileges: a file of the same device and inode under the path, as
+        # this process or as the traced one sees it, is the mapped file too.
+        want = self._inodes.get(path)
+        for cand in (path, os.path.join("/proc/%d/root" % self.pid, path.lstrip("/"))):
+            try:
+                st = os.stat(cand)
+            except OSError:
+                continue
+            if want == (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino):
+                return cand
         return None
 
     def modules(self) -> List[Module]:

@@ -439,6 +439,12 @@ def _cfi_step(ctx, row, prev_cfa, pac_mask):
     _check_cfa(ctx, cfa, prev_cfa, rule.reg == abi.fp)
     if ra_rule is not None and ra_rule.kind is RuleKind.AT_CFA:
         raw = ctx.word(cfa + ra_rule.offset)
+    elif ra_rule is not None and not ctx.full and abi.ra_in_register and (
+            ra_rule.kind is RuleKind.UNCHANGED or ra_rule.kind is RuleKind.REGISTER and ra_rule.reg == abi.ra):
+        # The RA still in its register: true only until the function calls (a caller's RA
+        # register holds its own return address, which would give the same frame again).
+        raise ctx.stop(StopReason.UNSAFE_UNWIND, "the return address by %s is still in %s, only valid in the "
+                       "topmost frame" % (row.where, abi.regname(abi.ra)))
     else:
         raw = _cfi_value(ctx, ra_rule, cfa, abi.ra)
     if raw is None:

@@ -293,3 +293,36 @@ def test_verify_counts_a_stack_sframe_ends_early():
     assert checked == 1 and [d.what for d in diss] == ["depth"]
     assert str(diss[0]) == "frame #0: SFrame ends the backtrace here, the reference goes on to pc 0x3000"
     assert compare(ours, ref[:1]) == (1, [])
+
+
+def _eh_frame(fde_instructions, address=0x1000, start=0x2000, size=0x40):
+    """A little .eh_frame (one CIE: CFA = rsp + 8, RA at CFA - 8; one FDE for [start, start+size)
+    with the given instructions), as loaded at `address`."""
+    import struct as st
+    cie_body = b"\0\0\0\0" + b"\x01zR\0" + b"\x01" + b"\x78" + b"\x10" + b"\x01\x1b" + b"\x0c\x07\x08" + b"\x90\x01"
+    cie_body += b"\0" * (-(len(cie_body) + 4) % 4)
+    cie = st.pack("<I", len(cie_body)) + cie_body
+    fde_at = len(cie)
+    pc_field = address + fde_at + 8
+    fde_body = st.pack("<I", fde_at + 4) + st.pack("<ii", start - pc_field, size) + b"\0" + bytes(fde_instructions)
+    fde_body += b"\0" * (-(len(fde_body) + 4) % 4)
+    return cie + st.pack("<I", len(fde_body)) + fde_body + b"\0\0\0\0"
+
+
+def test_cfi_rows_refuse_what_pyelftools_misdecodes():
+    """DW_CFA_def_cfa_sf (pyelftools scales it by the code alignment factor) and
+    DW_CFA_def_cfa_offset_sf (ignored by 0.29): such an FDE gives no CFI rows, never a wrong CFA;
+    the same FDE with DW_CFA_def_cfa_offset gives its rule."""
+    from sframekit.core import abi as abimod
+    from sframekit.core.cfi import CfiSection
+    from sframekit.core.dwarfcfi import CfiRows
+    from sframekit.core.rules import Rule, RuleKind
+    good = _eh_frame([0x41, 0x0E, 0x10])                 # advance 1; def_cfa_offset 16
+    rows = CfiRows([CfiSection(".eh_frame", good, 0x1000)], abimod.AMD64)
+    assert rows.row(0x2000).cfa == Rule(RuleKind.REGISTER, 8, reg=7)
+    assert rows.row(0x2001).cfa == Rule(RuleKind.REGISTER, 16, reg=7)
+    assert rows.row(0x2001).regs[16] == Rule(RuleKind.AT_CFA, -8)
+    assert rows.row(0x2040) is None
+    for bad in ([0x41, 0x12, 0x07, 0x7E], [0x41, 0x13, 0x7E]):   # def_cfa_sf r7, -2; def_cfa_offset_sf -2
+        rows = CfiRows([CfiSection(".eh_frame", _eh_frame(bad), 0x1000)], abimod.AMD64)
+        assert rows.row(0x2000) is None and rows.row(0x2001) is None, bad

@@ -905,3 +905,50 @@ def test_step_accepts_abi_number_and_bare_index():
     res = step(Frame(0x401008, STACK, 0), abi=int(F.ABI.AMD64_ENDIAN_LITTLE), read=mem.read,
                find=lambda pc: idx, topmost=True)
     assert res.pc == 0x402000
+
+
+# ---------------------------------------------------------------------------------------------
+# DWARF CFI where no SFrame covers the PC (the CLI's backtraces)
+
+def _cfi_at(row):
+    """cfi(pc) giving `row` for PCs of a module without SFrame at 0x601000-0x602000."""
+    return lambda pc: row if 0x601000 <= pc < 0x602000 else None
+
+
+def test_cfi_step_rules_and_trust():
+    from sframekit.core.dwarfcfi import CfiRow
+    from sframekit.core.rules import UNCHANGED, Rule, RuleKind
+    from sframekit.core.unwind import Method
+    mem = Mem()
+    mem.word(STACK + 0x18, 0x601234)           # RA at CFA - 8 (CFA = SP + 32)
+    mem.word(STACK + 0x10, 0x1111)              # rbx at CFA - 16
+    row = CfiRow(Rule(RuleKind.REGISTER, 32, reg=7), {16: Rule(RuleKind.AT_CFA, -8), 3: Rule(RuleKind.AT_CFA, -16),
+                                                      12: UNCHANGED, 13: None}, "test FDE")
+    regs = {3: 0xAAAA, 12: 0xC12, 13: 0xD13, 0: 0x1234}
+    res = run(Frame(0x601100, STACK, 0x5555, regs=regs), A.AMD64, mem, no_module, True, cfi=_cfi_at(row))
+    assert res.method is Method.CFI and (res.pc, res.sp, res.cfa) == (0x601234, STACK + 32, STACK + 32)
+    # rbx from its slot, r12 unchanged, r13 (an expression) unknown, rax (caller-saved) not carried, FP unchanged
+    assert res.regs == {3: 0x1111, 12: 0xC12, 6: 0x5555} and res.fp == 0x5555
+    # Without the option, the same PC has no unwind information.
+    assert_stop(run(Frame(0x601100, STACK, 0x5555, regs=regs), A.AMD64, mem, no_module, True), StopReason.NO_SFRAME)
+    # A CFA based on a register the frame does not know, RA undefined: stops, with their reasons.
+    odd = CfiRow(Rule(RuleKind.REGISTER, 16, reg=10), row.regs, "drap FDE")
+    stop = assert_stop(run(Frame(0x601100, STACK, 0x5555), A.AMD64, mem, no_module, False, cfi=_cfi_at(odd)),
+                       StopReason.UNSAFE_UNWIND)
+    assert "r10" in stop.detail and "drap FDE" in stop.detail
+    end = CfiRow(row.cfa, {16: Rule(RuleKind.UNDEFINED)}, "_start")
+    assert_stop(run(Frame(0x601100, STACK, 0x5555), A.AMD64, mem, no_module, False, cfi=_cfi_at(end)),
+                StopReason.OUTERMOST)
+
+
+def test_cfi_step_ra_in_its_register_only_at_the_top():
+    """AArch64: a CFI row with no rule for x30 keeps the RA in x30, which is true in the topmost
+    frame only: a caller's x30 is its own return address (the same frame again)."""
+    from sframekit.core.dwarfcfi import CfiRow
+    from sframekit.core.rules import Rule, RuleKind
+    row = CfiRow(Rule(RuleKind.REGISTER, 16, reg=31), {}, "leaf FDE")
+    frame = Frame(0x601100, STACK, STACK + 0x40, ra=0x601800, regs={30: 0x601800})
+    res = run(frame, A.AARCH64_LE, Mem(), no_module, True, cfi=_cfi_at(row))
+    assert res.pc == 0x601800 and res.cfa == STACK + 16
+    stop = assert_stop(run(frame, A.AARCH64_LE, Mem(), no_module, False, cfi=_cfi_at(row)), StopReason.UNSAFE_UNWIND)
+    assert "still in x30" in stop.detail
