@@ -131,6 +131,7 @@ class LiveProcess:
         self.path = "process %d" % pid
         self.warnings: List[str] = []
         self._held: Dict[int, _Held] = {}
+        self._stuck: List[_Held] = []     # seized, did not stop in time (left out of the threads)
         self._mem: Optional[int] = None
         self._modules: Optional[List[Module]] = None
         self._mappings: Optional[List[Mapping]] = None
@@ -241,8 +242,9 @@ class LiveProcess:
                 return
             if pid == 0:
                 if time.monotonic() > deadline:
-                    # Still running: it cannot be detached until it stops; this process's exit does it.
-                    del self._held[held.tid]
+                    # Still running, so it cannot be detached yet: detach() tries again, and this
+                    # process's exit lets it go in any case.
+                    self._stuck.append(self._held.pop(held.tid))
                     if held.tid == self.pid:
                         raise ProcessError("process %d did not stop within %g s (in an uninterruptible sleep?)"
                                            % (self.pid, self.STOP_WAIT))
@@ -278,8 +280,9 @@ class LiveProcess:
         """Let every held thread go, each with the signal it was about to take (if any); Ctrl-C
         and the like wait until they are all let go."""
         with _signals_deferred():
-            held, self._held = self._held, {}
-            for h in held.values():
+            held, self._held = list(self._held.values()) + self._stuck, {}
+            self._stuck = []
+            for h in held:
                 try:
                     _ptrace(PTRACE_DETACH, h.tid, None, h.signal)
                 except OSError:
