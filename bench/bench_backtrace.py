@@ -26,6 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, WORK  # noqa: E402
 
+from sframekit.core.live import process_state  # noqa: E402
+
 ROUNDS = 5
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 CLI = [sys.executable, str(REPO / "scripts" / "sframe")]
@@ -44,11 +46,9 @@ def build(work):
 def start(exe, depth):
     proc = subprocess.Popen([str(exe), "deep", str(depth)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     pid = int(proc.stdout.readline().split()[-1])
-    while True:
-        with open("/proc/%d/stat" % pid) as fh:
-            if fh.read().rsplit(")", 1)[1].split()[0] == "T":
-                return proc, pid
+    while process_state(pid) != "T":
         time.sleep(0.01)
+    return proc, pid
 
 
 def finish(proc, pid):

@@ -193,7 +193,10 @@ class CoreSession(Session):
 
     def __init__(self, core_path: str, exe: Optional[str] = None, sysroot: Optional[str] = None, cfi: bool = True):
         super().__init__(CoreFile(core_path, sysroot=sysroot, exe=exe), sysroot, cfi)
-        self.core = self.target
+
+    @property
+    def core(self) -> CoreFile:
+        return self.target
 
 
 def _frame_symbol(session, frame, trampoline):

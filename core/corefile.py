@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from .corememory import MAX_STRING, CoreMemory, CoreMemoryError
 from .corenotes import AT_ENTRY, AT_EXECFN, AT_PAGESZ, AT_PHDR, Mapping, Thread, arch_of, parse_notes
-from .coreplace import CoreFiles, Module, modules_from_nt_file
+from .coreplace import CoreFiles, Module, module_holding, modules_from_nt_file
 from .elf import PF_R, PF_W, PT_LOAD, PT_NOTE, ProgramHeader, load_elf
 from .errors import ElfError
 
@@ -270,10 +270,9 @@ class CoreFile:
     def module_at(self, addr: int) -> Optional[Module]:
         """The Module whose PT_LOAD segments (or, without its file, mappings) hold addr, or None."""
         mods = self.modules()
-        for mod in mods:
-            if mod.image is not None and any(ld.vaddr <= addr - mod.bias < ld.vaddr + ld.memsz
-                                             for ld in mod.image.loads):
-                return mod
+        mod = module_holding(mods, addr)
+        if mod is not None:
+            return mod
         for mp in self.mappings:
             if mp.start <= addr < mp.end:
                 for mod in mods:

@@ -202,3 +202,11 @@ def modules_from_nt_file(maps: List[Mapping], page: int, files: CoreFiles, is_ex
             image = None
         mods.append(Module(path, bias, image))
     return [m for m in mods if is_exe(m.path)] + [m for m in mods if not is_exe(m.path)]
+
+
+def module_holding(mods: List[Module], addr: int) -> Optional[Module]:
+    """The Module (with its file) whose PT_LOAD segments, placed at its bias, hold addr."""
+    for mod in mods:
+        if mod.image is not None and any(ld.vaddr <= addr - mod.bias < ld.vaddr + ld.memsz for ld in mod.image.loads):
+            return mod
+    return None

@@ -198,6 +198,7 @@ class CfiRows:
         self.index = CfiIndex(lambda: sections)
         self._sections = {s.name: s for s in sections}
         self._parsers: Dict[str, Any] = {}
+        # (section, FDE offset) -> (row pcs as linked, [(register rules, CFA rule or None, the row)], bias)
         self._fdes: Dict[Tuple[str, int], Optional[Tuple[List[int], list, int]]] = {}
         self._structs = None
         self._expr: Optional[Expr] = None
@@ -220,13 +221,11 @@ class CfiRows:
         i = bisect.bisect_right(pcs, pc - bias) - 1
         if i < 0:
             return None
-        row = rows[i]
-        regs: Dict[int, Optional[Rule]] = {}
-        for reg in row:
-            if isinstance(reg, int):
-                regs[reg] = register_rule(row, reg)[0]
-        assert self._expr is not None
-        return CfiRow(cfa_rule(row, self._expr, pc - bias), regs, str(rng))
+        regs, cfa, row = rows[i]
+        if cfa is None:               # a CFA expression: evaluated at this very address
+            assert self._expr is not None
+            cfa = cfa_rule(row, self._expr, pc - bias)
+        return CfiRow(cfa, regs, str(rng))
 
     def _decode(self, name: str, offset: int) -> Optional[Tuple[List[int], list, int]]:
         sec = self._sections.get(name)
@@ -249,6 +248,10 @@ class CfiRows:
                 if not isinstance(entry, FDE) or misdecoded(entry):
                     return None
                 table = sorted(entry.get_decoded().table, key=lambda r: r["pc"])
+                # Each row's rules, worked out once (a loop in a library passes them again and again).
+                rules = [({reg: register_rule(row, reg)[0] for reg in row if isinstance(reg, int)},
+                          None if row["cfa"].expr is not None else cfa_rule(row, self._expr, row["pc"]), row)
+                         for row in table]
         except Exception:         # the file's bytes, as pyelftools reads them: no CFI there
             return None
-        return [r["pc"] for r in table], table, bias
+        return [r["pc"] for r in table], rules, bias

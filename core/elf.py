@@ -14,6 +14,7 @@ import bisect
 import os
 import struct
 import sys
+import zlib
 from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
@@ -150,6 +151,12 @@ def read_at(stream, offset: int, size: int, what: str) -> bytes:
     return data
 
 
+def _name_at(table: bytes, offset: int) -> str:
+    """The NUL-terminated name at `offset` of a string table ("" past its end)."""
+    end = table.find(b"\0", offset)
+    return table[offset:end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+
 def section_headers(elf) -> List[SectionHeader]:
     """The section header table of an ElfFile (or pyelftools ELFFile), unpacked with `struct`.
 
@@ -178,9 +185,7 @@ def section_headers(elf) -> List[SectionHeader]:
             names = read_at(stream, off, sz, "the section name table")
     out = []
     for i, (name, *fields) in enumerate(rows):
-        end = names.find(b"\0", name)
-        text = names[name:end if end >= 0 else len(names)].decode("utf-8", "replace") if name < len(names) else ""
-        out.append(SectionHeader(i, text, *fields))
+        out.append(SectionHeader(i, _name_at(names, name), *fields))
     return out
 
 
@@ -198,7 +203,6 @@ def section_data(elf, sec: SectionHeader) -> bytes:
         if fields[0] != _ELFCOMPRESS_ZLIB:
             return elf.get_section(sec.number).data()
         size = fields[-2]                   # ch_size: what it says it holds uncompressed
-        import zlib
         try:
             out = zlib.decompressobj().decompress(data[head:], size)
         except zlib.error as exc:
@@ -223,7 +227,7 @@ _E_MACHINES = {2: "EM_SPARC", 3: "EM_386", 8: "EM_MIPS", 20: "EM_PPC", 21: "EM_P
 _EHDR = {64: "HHIQQQIHHHHHH", 32: "HHIIIIIHHHHHH"}   # e_type .. e_shstrndx, after e_ident
 _EHDR_KEYS = ("e_type", "e_machine", "e_version", "e_entry", "e_phoff", "e_shoff", "e_flags", "e_ehsize",
               "e_phentsize", "e_phnum", "e_shentsize", "e_shnum", "e_shstrndx")
-_PHDR = {64: ("IIQQQQQQ", ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")),
+_PHDR = {64: (PHDR_FORMAT + "Q", ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")),
          32: ("IIIIIIII", ("p_type", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_flags", "p_align"))}
 _PN_XNUM = 0xFFFF
 
@@ -275,13 +279,14 @@ class ElfFile:
         """(sh_size, sh_info) of section 0: the real counts when the header's overflow."""
         if self._zero is None:
             self._zero = (0, 0)
-            if self.header["e_shoff"]:
-                fmt = self._order + ("IIQQQQII" if self.elfclass == 64 else "IIIIIIII")
-                self.stream.seek(self.header["e_shoff"])
-                raw = self.stream.read(struct.calcsize(fmt))
-                if len(raw) == struct.calcsize(fmt):
-                    f = struct.unpack(fmt, raw)
+            fmt = self._order + _SHDR[self.elfclass]
+            try:
+                if self.header["e_shoff"]:
+                    f = struct.unpack(fmt, read_at(self.stream, self.header["e_shoff"], struct.calcsize(fmt),
+                                                   "section 0"))
                     self._zero = (f[5], f[7])
+            except ElfError:
+                pass                    # no section 0 to read: no counts from it
         return self._zero
 
     def num_sections(self) -> int:
@@ -327,7 +332,6 @@ def pyelftools_file(stream):
 def _malformed(exc: BaseException) -> bool:
     """An exception a malformed file can cause in a reader of it (a count or size beyond what
     Python can hold included), which becomes one ElfError line."""
-    import zlib
     return isinstance(exc, (ValueError, KeyError, IndexError, AttributeError, OSError, struct.error, zlib.error,
                             OverflowError, MemoryError)) or _pyelftools_error(exc)
 
@@ -497,11 +501,8 @@ class ElfImage:
                 if old is None or (info >> 4 == _STB_GLOBAL and old[2] != _STB_GLOBAL):
                     syms[value] = (st_size, st_name, info >> 4)
             if syms:
-                out = []
-                for addr, (st_size, st_name, _bind) in sorted(syms.items()):
-                    end = strtab.find(b"\0", st_name)
-                    out.append((addr, st_size, strtab[st_name:end if end >= 0 else len(strtab)].decode("utf-8", "replace")))
-                return out
+                return [(addr, st_size, _name_at(strtab, st_name))
+                        for addr, (st_size, st_name, _bind) in sorted(syms.items())]
         return []
 
     def _symtab(self):
@@ -670,8 +671,7 @@ def _plt_entries(elf, sections: List[SectionHeader]):
     for off in range(0, len(relas) - rsize + 1, rsize):
         _offset, info = struct.unpack_from(rfmt, relas, off)
         (st_name,) = struct.unpack_from(order + "I", syms, (info >> shift) * sym_size)
-        end = strtab.find(b"\0", st_name)
-        names.append(strtab[st_name:end if end >= 0 else len(strtab)].decode("utf-8", "replace"))
+        names.append(_name_at(strtab, st_name))
     head, size = shape
     if plt.size != head + size * len(names):
         return None

@@ -26,7 +26,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from .corenotes import Mapping, Thread, arch_of, decode_gregs
-from .coreplace import CoreFiles, Module, modules_from_nt_file
+from .coreplace import CoreFiles, Module, module_holding, modules_from_nt_file
 from .errors import ProcessError
 
 PTRACE_DETACH = 17
@@ -66,6 +66,13 @@ def _read_text(path: str) -> Optional[str]:
             return fh.read()
     except OSError:
         return None
+
+
+def process_state(pid: int) -> Optional[str]:
+    """The one-letter state of a process or thread (R, S, D, T stopped, t traced, Z zombie ...:
+    /proc/PID/stat), or None if it is gone."""
+    text = _read_text("/proc/%d/stat" % pid)
+    return text.rsplit(")", 1)[1].split()[0] if text and ")" in text else None
 
 
 def _status_field(pid: int, name: str) -> Optional[str]:
@@ -140,7 +147,7 @@ class LiveProcess:
             raise ProcessError("process %d is this sframe command itself" % pid)
         if not os.path.isdir("/proc/%d" % pid):
             raise ProcessError("no such process: %d" % pid)
-        if (_status_field(pid, "State") or "").startswith("Z"):
+        if process_state(pid) == "Z":
             raise ProcessError("process %d has exited (a zombie not yet reaped by its parent)" % pid)
         self._identify()
         try:
@@ -305,6 +312,7 @@ class LiveProcess:
     def _registers(self) -> List[Thread]:
         threads: List[Thread] = []
         buf = ctypes.create_string_buffer(_REGSET_MAX)
+        size = sum(n for _name, n in self._arch.gregs)
         for tid, held in list(self._held.items()):
             iov = _Iovec(ctypes.cast(buf, ctypes.c_void_p), _REGSET_MAX)
             try:
@@ -312,7 +320,6 @@ class LiveProcess:
             except OSError:
                 self.warnings.append("thread %d: its registers cannot be read (it exited?)" % tid)
                 continue
-            size = sum(n for _name, n in self._arch.gregs)
             if iov.len < size:
                 raise ProcessError("thread %d: %d bytes of registers, %s has %d" % (tid, iov.len, self.arch, size))
             regs = decode_gregs(self._arch, buf.raw[:size], self.byte_order)
@@ -398,9 +405,6 @@ class LiveProcess:
         return list(self._modules)
 
     def module_at(self, addr: int) -> Optional[Module]:
-        for mod in self.modules():
-            if mod.image is not None and any(ld.vaddr <= addr - mod.bias < ld.vaddr + ld.memsz
-                                             for ld in mod.image.loads):
-                return mod
-        return None
+        self.modules()
+        return module_holding(self._modules or [], addr)
 

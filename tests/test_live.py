@@ -31,6 +31,8 @@ import pytest
 import toolchains as T
 from test_cli import REPO
 
+from sframekit.core.live import process_state
+
 CLI = REPO / "scripts" / "sframe"
 LIVE = T.Fixture("live", ("main", "hold", "deep_a", "deep_b", "thread_wait", "thread_chain", "main_hold",
                           "in_handler", "poke", "lib_callback", "spin_a", "spin_b", "busy"), ("hold",),
@@ -89,11 +91,7 @@ class Program:
         self.pid = int(m.group(1))
 
     def state(self):
-        try:
-            with open("/proc/%d/stat" % self.pid) as fh:
-                return fh.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return None
+        return process_state(self.pid)
 
     def wait_state(self, states, timeout=60):
         end = time.monotonic() + timeout
@@ -284,10 +282,7 @@ def test_one_line_errors(programs, tmp_path):
     # A zombie: exited, not reaped.
     child = subprocess.Popen(["true"])
     end = time.monotonic() + 30
-    while time.monotonic() < end:
-        with open("/proc/%d/stat" % child.pid) as fh:
-            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                break
+    while time.monotonic() < end and process_state(child.pid) != "Z":
         time.sleep(0.01)
     assert "zombie" in err("-p", child.pid)
     child.wait()

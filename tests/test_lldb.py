@@ -190,17 +190,25 @@ def free_ports(n):
 
 
 def run_lldb(which, lines, workdir, name, timeout=900, preamble=True):
-    """Run LLDB 16 (host) or 21 (sid root) in batch mode over `lines`; errors do not stop it."""
+    """Run LLDB 16 (host), 21 (sid root) or 23 (its own root) in batch mode over `lines`; errors
+    do not stop it.  LLDB 23 is killed (with what it runs) after `timeout` seconds: its exit
+    status is then HUNG."""
     cmdfile = Path(workdir) / ("%s.cmds" % name)
     head = ["command script import %s" % PLUGIN, "command script import %s" % (Path(workdir) / "sframe_probe.py")]
     cmdfile.write_text("\n".join((head if preamble else []) + list(lines)) + "\n")
-    argv = ["lldb" if which == 21 else LLDB16, "-b", "-x", "-o", "command source -e false %s" % cmdfile]
-    if which == 21:
+    argv = [{21: "lldb", 23: "lldb-23"}.get(which, LLDB16), "-b", "-x", "-o", "command source -e false %s" % cmdfile]
+    if which == 23:
+        proc = tcs.run_in("sid", ["timeout", "-k", "5", str(timeout)] + argv, cwd=workdir, timeout=timeout + 60,
+                          root="lldb23")
+    elif which == 21:
         proc = tcs.run_in("sid", argv, cwd=workdir, timeout=timeout)
     else:
         proc = subprocess.run(argv, cwd=workdir, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout)
     return Session(name, proc.stdout, proc.stderr, proc.returncode)
+
+
+HUNG = 124        # coreutils timeout's exit status
 
 
 def case_id(b, noeh=False):

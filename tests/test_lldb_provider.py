@@ -12,29 +12,12 @@ the day LLDB takes such a provider: then the provider can be built.
 """
 
 import re
-import subprocess
 
 import pytest
-import toolchains as T
-from test_lldb import PLUGIN, run_lldb
+from test_lldb import HUNG, PLUGIN, run_lldb
 
 REPO = PLUGIN.parent
 REPRO = REPO / "tests" / "lldb_provider_repro.py"
-
-
-HUNG = 124        # coreutils timeout's exit status
-
-
-def run_lldb23(lines, workdir, timeout=600):
-    """LLDB 23 in its own root over `lines` (batch mode), killed (with what it runs) after
-    `timeout` seconds: (exit status, HUNG on a timeout; output)."""
-    cmdfile = workdir / "lldb23.cmds"
-    cmdfile.write_text("\n".join(lines) + "\n")
-    argv, env = T.wrap_argv("sid", ["timeout", "-k", "5", str(timeout), "lldb-23", "-b", "-x", "-o",
-                                    "command source -e false %s" % cmdfile], [workdir], workdir, root="lldb23")
-    p = subprocess.run(argv, env=env, cwd=workdir, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=timeout + 60, stdin=subprocess.DEVNULL)
-    return p.returncode, p.stdout
 
 
 @pytest.mark.parametrize("lldb", (16, 21))
@@ -59,12 +42,13 @@ def test_lldb23_says_why_and_sframe_bt_works(corpus, tmp_path):
     for exe in (b.path, b.noeh):
         lines += ["target create %s" % exe, "breakpoint set -n stop_here", "process launch", "bt", "sframe bt",
                   "process kill", "target delete"]
-    code, out = run_lldb23(lines, tmp_path)
-    assert code == 0 and "Traceback" not in out, out
+    s = run_lldb(23, lines, tmp_path, "provider23", timeout=600, preamble=False)
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out, out
     assert re.search(r"^lldb version 23\.\d+\.\d+: LLDB 23\.\d+\.\d+ crashes or hangs when a frame provider gives a "
                      r"scripted frame below the top of the stack", out, re.M), out
     assert re.search(r"^error: sframe: the frame provider is not registered: LLDB 23", out, re.M), out
-    blocks = re.split(r"^\(lldb\) (?:sframe )?bt$", out, flags=re.M)[1:]
+    blocks = re.split(r"^\(lldb\) (?:sframe )?bt$", s.stdout, flags=re.M)[1:]
     pcs = [[int(x, 16) for x in re.findall(r"^ +\*? *frame #\d+: (0x[0-9a-f]+) ", block, re.M)] for block in blocks]
     assert len(pcs) == 4, out
     lldb_bt, _ours_orig, _lldb_noeh, ours_noeh = pcs
@@ -81,7 +65,8 @@ def test_lldb23_still_fails_on_a_scripted_frame_below_the_top(corpus, tmp_path):
         lines = ["command script import %s" % REPRO, "target create %s" % exe, "breakpoint set -n stop_here",
                  "process launch", "target frame-provider register -C lldb_provider_repro.Provider", "bt",
                  "script print('LLDB TOOK ' + 'THE PROVIDER')"]
-        code, out = run_lldb23(lines, tmp_path, timeout=20)
+        s = run_lldb(23, lines, tmp_path, "repro", timeout=20, preamble=False)
+        code, out = s.returncode, s.stdout + s.stderr
         assert "successfully registered scripted frame provider 'lldb_provider_repro.Provider'" in out, out
         assert "LLDB TOOK THE PROVIDER" not in out and code in (HUNG, 128 + 9, 128 + 11, -9, -11), (
             "LLDB 23 took a ScriptedFrame below the top of the stack (%s): the SFrame frame provider can be "

@@ -199,11 +199,11 @@ def wrap_argv(tc: str | Toolchain, argv: Sequence[str], binds: Iterable = (), cw
 
 def run_in(tc: str | Toolchain, argv: Sequence[str], cwd=None, binds: Iterable = (),
            check: bool = False, timeout: Optional[float] = 600, input: Optional[str] = None,
-           env: Optional[Mapping[str, str]] = None) -> subprocess.CompletedProcess:
+           env: Optional[Mapping[str, str]] = None, root: Optional[str] = None) -> subprocess.CompletedProcess:
     """Run argv with the toolchain's environment: directly for the host, else
-    chrooted in its root (through scripts/inroot, with the checkout, cwd and
-    `binds` bind-mounted).  Output is captured as text (stdout, stderr)."""
-    full, full_env = wrap_argv(tc, argv, binds, cwd)
+    chrooted in its root, or in `root` (through scripts/inroot, with the checkout,
+    cwd and `binds` bind-mounted).  Output is captured as text (stdout, stderr)."""
+    full, full_env = wrap_argv(tc, argv, binds, cwd, root=root)
     if env:
         full_env.update(env)
     proc = subprocess.run(full, cwd=cwd, env=full_env, input=input, text=True,
