@@ -4,6 +4,7 @@ GDB names registers its own way (x86-64 `rip`, s390x `pswa` for the PC); the cor
 register numbers.  An `Arch` maps between the two for one GDB architecture.
 """
 
+import operator
 import sys
 from dataclasses import dataclass, field
 from typing import Optional
@@ -42,7 +43,7 @@ class Arch:
     word: object = None                           # gdb.Type of SP: the size of every register saved
     values: dict = field(default_factory=dict)    # int -> gdb.Value of `word` (values recur frame after frame)
     order: str = ""                               # the byte order of `values` (one gdb.Architecture has one)
-    shapes: dict = field(default_factory=dict)    # which registers a caller has -> (ids, own types or None)
+    shapes: dict = field(default_factory=dict)    # which registers a caller has -> (ids, head, own types or None)
 
     @property
     def pc_names(self):
@@ -89,42 +90,43 @@ class Arch:
         self.regids_for = abi
         self.shapes = {}
 
-    def saved(self, frame):
-        """(register ids, gdb.Values) of what GDB is given for a caller the core unwound: its PC
-        (under each of its names), SP, FP, RA and callee-saved registers, where known.  The ids
-        are worked out once per set of registers present; values recur, and come from `values`."""
-        regs = frame.regs
-        fp = frame.fp
-        ra = frame.ra if self.ra is not None else None
-        key = (fp is None, ra is None, *regs)
+    def shape(self, frame):
+        """(register ids, head, own types or None) of what GDB is given for a caller the core
+        unwound: its SP, its PC (under each of its names), FP and RA where known, then its
+        callee-saved registers in `frame.regs` order.  `head(frame)` gives the numbers of PC, FP
+        and RA as in that order.  Worked out once per set of registers present (`shapes`)."""
+        key = (frame.fp is None, frame.ra is None, *frame.regs)
         shape = self.shapes.get(key)
-        if shape is None:
-            shape = self._shape(key[:2], tuple(regs))
-        nums = [frame.pc] * len(self.pc_ids)
-        nums.append(frame.sp)
-        if fp is not None:
-            nums.append(fp)
-        if ra is not None:
-            nums.append(ra)
-        nums += regs.values()
-        owns = shape[1]
-        if owns is None:
-            return shape[0], tuple(map(self.values.__getitem__, nums))
-        values = self.values
-        return shape[0], tuple([values[n] if own is None else _value(n, own, self.order) for n, own in zip(nums, owns)])
+        return shape if shape is not None else self._shape(key)
 
-    def _shape(self, absent, regnums):
-        entries = list(self.pc_ids) + [self.ids[self.sp]]
-        if not absent[0]:
+    def saved(self, frame):
+        """(register ids, gdb.Values) of what GDB is given for a caller the core unwound (see
+        `shape`).  Values recur, and come from `values`."""
+        ids, head, owns = self.shape(frame)
+        nums = (frame.sp, *head(frame), *frame.regs.values())
+        values = self.values
+        if owns is None:
+            return ids, tuple(map(values.__getitem__, nums))
+        return ids, tuple([values[n] if own is None else _value(n, own, self.order) for n, own in zip(nums, owns)])
+
+    def _shape(self, key):
+        absent_fp, absent_ra, regnums = key[0], key[1] or self.ra is None, key[2:]
+        names = ["pc"] * len(self.pc_ids)
+        entries = [self.ids[self.sp]] + list(self.pc_ids)
+        if not absent_fp:
+            names.append("fp")
             entries.append(self.ids[self.fp])
-        if not absent[1]:
+        if not absent_ra:
+            names.append("ra")
             entries.append(self.ids[self.ra])
         entries += [self.regids[r] for r in regnums]
         owns = tuple(own for _ident, own in entries)
-        shape = (tuple(ident for ident, _own in entries), None if all(o is None for o in owns) else owns)
+        get = operator.attrgetter(*names)
+        head = get if len(names) > 1 else (lambda frame: (get(frame),))
+        shape = (tuple(ident for ident, _own in entries), head, None if all(o is None for o in owns) else owns)
         if len(self.shapes) >= 1024:
             self.shapes.clear()
-        self.shapes[absent + regnums] = shape
+        self.shapes[key] = shape
         return shape
 
     def reg_name(self, abi, regnum):
@@ -143,11 +145,12 @@ class _Values(dict):
         super().__init__()
         self.word = word
         self.order = order
+        self.size = word.sizeof
 
-    def __missing__(self, n):
+    def __missing__(self, n):          # the hot path: _value inlined
         if len(self) >= self.LIMIT:
             self.clear()
-        v = self[n] = _value(n, self.word, self.order)
+        v = self[n] = gdb.Value((n & MASK64).to_bytes(self.size, self.order), self.word)
         return v
 
 

@@ -50,6 +50,7 @@ class Plugin:
         if mode is not Mode.OFF and remember:
             self.last_on_mode = mode
         self.unwinder.enabled = self.enabled
+        self.unwinder.reset()         # nothing prepared in the old mode is given in the new one
         flush_frames()
 
     def set_enabled(self, on):

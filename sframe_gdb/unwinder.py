@@ -12,6 +12,7 @@ default) a frame whose PC GDB's DWARF unwinder can handle is declined too (core.
 loading the plugin changes nothing where DWARF CFI exists.
 """
 
+import gc
 from collections import deque
 from operator import itemgetter
 
@@ -58,6 +59,7 @@ class Answer(tuple):
     __slots__ = ()
     sp = property(itemgetter(0))        # the CFA (gdb.Value)
     pc = property(itemgetter(1))        # the function's start (gdb.Value)
+    special = None                      # GDB asks for it: an attribute saves an AttributeError per frame
     # 2: the caller (core Frame), 3: the frame's PC, 4: register ids, 5: their gdb.Values,
     # 6: the Arch, 7: the ABIInfo
 
@@ -193,21 +195,25 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     # -- the unwinder -----------------------------------------------------------------------
 
     def __call__(self, pf):
-        plugin = self.plugin
-        if plugin.mode is Mode.OFF:
-            return None
         try:
             level = pf.level()
             if level == self._next:
                 # The hot path: GDB asks for the caller of a frame this unwinder gave it, and the
-                # answer was prepared when the frames were unwound ahead.
+                # answer was prepared when the frames were unwound ahead (_give, inlined).
                 ready = self._ready.get(level)
                 if ready is not None:
-                    return self._give(pf, level, ready)
+                    ui = pf.create_unwind_info(ready)
+                    deque(map(ui.add_saved_register, ready[4], ready[5]), 0)
+                    self._given[level] = ready
+                    self._next = level + 1
+                    return ui
+            plugin = self.plugin
+            if plugin.mode is Mode.OFF:   # (GDB does not call a disabled unwinder: see Plugin.set_mode)
+                return None
             return self._unwind(pf, plugin, level)
         except Exception as exc:          # anything at all: decline, never raise into GDB
-            plugin.log("frame #%s: declined after an internal error: %s: %s"
-                       % (_level(pf), type(exc).__name__, exc))
+            self.plugin.log("frame #%s: declined after an internal error: %s: %s"
+                            % (_level(pf), type(exc).__name__, exc))
             return None
 
     def _decline(self, level, pc, why, always=False):
@@ -333,23 +339,50 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             return verdict[0].__class__ is not str
 
         chunk = self._chunk or FIRST_CHUNK
-        got = walker.walk(frame, chunk, go_on=go_on, increasing=False)
-        self._chunk = next_chunk(chunk)
-        prepare = not self.plugin.debug
-        if prepare:
-            arch.prepare(pf, abi)
-        pc = frame.pc
+        # Everything made here is kept (frames, values, answers): a collection would find no garbage.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            got = walker.walk(frame, chunk, go_on=go_on, increasing=False)
+            self._chunk = next_chunk(chunk)
+            if not self.plugin.debug:
+                self._prepare_all(pf, arch, abi, level, frame.pc, got)
+            else:
+                self._ahead.update(enumerate(got, level))
+        finally:
+            if collecting:
+                gc.enable()
+        return got[0]
+
+    def _prepare_all(self, pf, arch, abi, level, pc, got):
+        """`got[k - level]` in self._ahead[k], and GDB's Answer for each ordinary frame in
+        self._ready[k]: _prepare, inlined (this loop runs once per frame of a whole backtrace)."""
+        arch.prepare(pf, abi)
         ahead, ready = self._ahead, self._ready
-        answer = self._prepare
         signal = Method.SIGNAL
+        shapes, shape_of, saved, vget = arch.shapes, arch.shape, arch.saved, arch.values.__getitem__
+        value, word, size, order = gdb.Value, arch.word, arch.word.sizeof, arch.order
+        new, answer = _new_answer, Answer
         for k, res in enumerate(got, level):
             ahead[k] = res
             if isinstance(res, Stop):
                 break
-            if prepare and res.method is not signal:
-                ready[k] = answer(arch, abi, pc, res)
+            if res.method is not signal:
+                regs = res.regs
+                ids, head, owns = shapes.get((res.fp is None, res.ra is None, *regs)) or shape_of(res)
+                cfa = res.cfa
+                if owns is None:
+                    # Each frame has a CFA of its own (not worth caching); on most ABIs it is the SP.
+                    vcfa = value((cfa & MASK64).to_bytes(size, order), word)
+                    sp = res.sp
+                    vals = (vcfa if sp == cfa else vget(sp), *map(vget, head(res)), *map(vget, regs.values()))
+                else:
+                    ids, vals = saved(res)
+                    vcfa = vget(cfa)
+                match = res.match
+                ready[k] = new(answer, (vcfa, vget(pc if match is None else match.fde.start), res, pc, ids, vals,
+                                        arch, abi))
             pc = res.pc
-        return got[0]
 
     def _prepare(self, arch, abi, pc, res):
         """GDB's Answer for the frame at PC `pc` whose caller is `res`: the frame id (CFA and
@@ -360,7 +393,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         return _new_answer(Answer, (arch.values[res.cfa], arch.values[func], res, pc, ids, vals, arch, abi))
 
     def _give(self, pf, level, ready):
-        """Answer GDB with a prepared Answer (see _prepare)."""
+        """Answer GDB with a prepared Answer (see _prepare; inlined in __call__'s hot path)."""
         ui = pf.create_unwind_info(ready)
         deque(map(ui.add_saved_register, ready[4], ready[5]), 0)    # each register, without a Python loop
         self._given[level] = ready
