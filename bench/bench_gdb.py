@@ -8,8 +8,10 @@
    GDB's own DWARF unwinder (Python unwinders off); a "floor" Python unwinder that gives GDB each
    caller's registers from a table filled beforehand (PC, SP and FP; and "floor with callee-saved":
    also the callee-saved registers, what the plugin gives) and does no SFrame work, the least any
-   Python unwinder can cost; the plugin (DWARF unwinders off), with callee-saved recovery on and
-   off.  The configurations take turns for R rounds and the best of each is shown, with
+   Python unwinder can cost; "floor, values made": the same registers as the floor with
+   callee-saved, from integers, their gdb.Values made during the backtrace (each distinct value
+   once), which no unwinder that computes registers can avoid; the plugin (DWARF unwinders off),
+   with callee-saved recovery on and off.  The configurations take turns for R rounds and the best of each is shown, with
    plugin/DWARF (target <= 1.0 on GDB 18) and plugin/floor (target <= 1.25); so are the
    medians of the ratios within each round (paired: this machine's speed drifts between rounds).  The same on a core
    file of the same stop, and `sframe backtrace CORE` against `gdb -batch -ex bt EXE CORE`, as
@@ -56,6 +58,8 @@ RECURSE_C = REPO / "tests" / "fixtures" / "recurse.c"
 HELPER = textwrap.dedent('''
     import statistics
     import time
+    from collections import deque
+    from operator import itemgetter
     import gdb
     import gdb.unwinder
 
@@ -86,15 +90,46 @@ HELPER = textwrap.dedent('''
             self.enabled = False
 
         def __call__(self, pf):
-            rec = self.table.get(pf.level())
+            level = pf.level()
+            rec = self.table.get(level)
             if rec is None:
                 return None
+            if self.table is self.tables.get("floor-made"):
+                return self._made(pf, level, rec)
             fid, regs = rec
             ui = pf.create_unwind_info(fid)
             for name, value in regs:
                 ui.add_saved_register(name, value)
             return ui
 
+        def _made(self, pf, level, rec):
+            """"floor, values made": the same registers as "floor with callee-saved", but from
+            integers, their gdb.Values made as GDB asks (a value that recurs within the backtrace
+            is made once): what no unwinder that computes registers can avoid."""
+            if level == 0:
+                MADE.clear()            # a new backtrace: nothing made before it is reused
+            fid, descs, nums = rec
+            get = MADE.__getitem__
+            ui = pf.create_unwind_info(_Id(map(get, fid)))
+            deque(map(ui.add_saved_register, descs, map(get, nums)), 0)
+            return ui
+
+    class _Id(tuple):
+        """A frame id made without a Python __init__ (as the plugin's)."""
+        __slots__ = ()
+        sp = property(itemgetter(0))
+        pc = property(itemgetter(1))
+        special = None
+
+    class _Made(dict):
+        """int -> gdb.Value of a pointer-sized type, made on first use."""
+        word = None
+
+        def __missing__(self, n):
+            v = self[n] = gdb.Value(n.to_bytes(8, "little"), self.word)
+            return v
+
+    MADE = _Made()
     FLOOR = Floor()
     gdb.unwinder.register_unwinder(None, FLOOR, replace=True)
 
@@ -126,6 +161,11 @@ HELPER = textwrap.dedent('''
                     table[f.level()] = (FrameId(gdb.Value(int(o.read_register("rsp"))), gdb.Value(f.pc())), regs)
                     f = o
                 gdb.write("%s: %d frames recorded\\n" % (kind, len(table)))
+            MADE.word = gdb.newest_frame().read_register("rsp").type
+            FLOOR.tables["floor-made"] = {
+                level: ((int(fid.sp) & 0xffffffffffffffff, int(fid.pc) & 0xffffffffffffffff), tuple(d for d, _v in regs),
+                        tuple(int(v) & 0xffffffffffffffff for _d, v in regs))
+                for level, (fid, regs) in FLOOR.tables["floor-saves"].items()}
             _configure("dwarf", _dwarf_off(arg.strip()))
 
     def _dwarf_off(which):
@@ -249,7 +289,7 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
-CONFIGS = ("dwarf", "floor", "floor-saves", "plugin", "plugin-nosaves")
+CONFIGS = ("dwarf", "floor", "floor-saves", "floor-made", "plugin", "plugin-nosaves")
 
 
 def _compare_lines(which, rounds):
@@ -272,19 +312,22 @@ def _print_compare(which, what, t, rounds):
         if t["walk-%s" % key][1] != frames:
             print("  !! %s walked %d frames, DWARF %d" % (key, t["walk-%s" % key][1], frames))
     for kind, label in (("bt", "bt"), ("walk", "frame walk")):
-        d, f, fs, p, n = (t["%s-%s" % (kind, c)][0] for c in CONFIGS)
-        us = [x / frames * 1e6 for x in (d, f, fs, p, n)]
-        print("  %-10s per frame: DWARF %.1f us; floor %.1f us, with callee-saved %.1f us; "
+        d, f, fs, fm, p, n = (t["%s-%s" % (kind, c)][0] for c in CONFIGS)
+        us = [x / frames * 1e6 for x in (d, f, fs, fm, p, n)]
+        print("  %-10s per frame: DWARF %.1f us; floor %.1f us, with callee-saved %.1f us, values made %.1f us; "
               "plugin %.1f us, callee-saved off %.1f us" % tuple([label] + us))
         print("  %-10s plugin/DWARF %.2f%s   plugin/floor %.2f (target <= 1.25)   floor/DWARF %.2f" % (
             "", ratio(p, d), " (target <= 1.0)" if which == "gdb18" else "", ratio(p, f), ratio(f, d)))
-        print("  %-10s same registers given: plugin/floor-with-callee-saved %.2f, "
-              "callee-saved off: plugin/floor %.2f, plugin/DWARF %.2f" % ("", ratio(p, fs), ratio(n, f), ratio(n, d)))
+        print("  %-10s same registers given: plugin/floor-with-callee-saved %.2f, plugin/floor-values-made %.2f; "
+              "callee-saved off: plugin/floor %.2f, plugin/DWARF %.2f" % (
+                  "", ratio(p, fs), ratio(p, fm), ratio(n, f), ratio(n, d)))
         k = kind + "-"
         print("  %-10s paired (median over %d rounds of the ratio within a round): plugin/DWARF %.2f, "
-              "plugin/floor %.2f, plugin/floor-with-callee-saved %.2f; callee-saved off: plugin/floor %.2f" % (
+              "plugin/floor %.2f, plugin/floor-with-callee-saved %.2f, plugin/floor-values-made %.2f, "
+              "floor-values-made/floor %.2f; callee-saved off: plugin/floor %.2f" % (
                   "", len(rounds), _paired(rounds, k + "plugin", k + "dwarf"), _paired(rounds, k + "plugin", k + "floor"),
-                  _paired(rounds, k + "plugin", k + "floor-saves"), _paired(rounds, k + "plugin-nosaves", k + "floor")))
+                  _paired(rounds, k + "plugin", k + "floor-saves"), _paired(rounds, k + "plugin", k + "floor-made"),
+                  _paired(rounds, k + "floor-made", k + "floor"), _paired(rounds, k + "plugin-nosaves", k + "floor")))
 
 
 def _parse(out):
