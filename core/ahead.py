@@ -55,6 +55,8 @@ class _Plan(NamedTuple):
     based: tuple                # (regnum, base regnum, offset): saved at [base register + offset]
     unchanged: tuple            # regnums the function has not touched at this PC
     carry: Optional[Callable]   # the values of `unchanged` from a frame's regs (KeyError if one is unknown)
+    covered: frozenset          # `unchanged` and the registers of `at_cfa`: a frame's regs with just
+                                # these keys are copied whole, and the saved ones overwritten
 
 
 _AT = (RuleKind.AT_CFA, RuleKind.FIXED)
@@ -179,7 +181,8 @@ class Ahead:
                 get = operator.itemgetter(*unchanged)
                 carry = get if len(unchanged) > 1 else (lambda regs: (get(regs),))
             return _Plan(match, cfa.reg == abi.fp and abi.fp != abi.sp, cfa.offset, ra.offset, fp_offset,
-                         bool(rules.ra_mangled and abi.pointer_auth), at_cfa, based, unchanged, carry)
+                         bool(rules.ra_mangled and abi.pointer_auth), at_cfa, based, unchanged, carry,
+                         frozenset(unchanged) | frozenset(reg for reg, _offset in at_cfa))
         except Exception:             # malformed or unexpected: step says what it is
             return None
 
@@ -231,7 +234,7 @@ class Ahead:
             plan = plans[pc] if pc in plans else plan_for(pc)
             nxt: Optional[Frame] = None
             while plan is not None and not frame.interrupted:   # one pass; `break` leaves it to step
-                match, fp_based, cfa_offset, ra_offset, fp_offset, strip, at_cfa, based, unchanged, carry = plan
+                match, fp_based, cfa_offset, ra_offset, fp_offset, strip, at_cfa, based, unchanged, carry, covered = plan
                 sp, fp = frame.sp, frame.fp
                 if fp_based:
                     if fp is None or fp < sp:
@@ -260,10 +263,13 @@ class Ahead:
                     regs: Dict[int, int] = {}
                 else:
                     known = frame.regs
-                    try:
-                        regs = dict(zip(unchanged, carry(known)))
-                    except KeyError:      # some are unknown in the frame: carry the others
-                        regs = {reg: known[reg] for reg in unchanged if reg in known}
+                    if known.keys() == covered:       # the same registers as the frame below (the
+                        regs = dict(known)            # usual case): a copy, the saved ones overwritten
+                    else:
+                        try:
+                            regs = dict(zip(unchanged, carry(known)))
+                        except KeyError:      # some are unknown in the frame: carry the others
+                            regs = {reg: known[reg] for reg in unchanged if reg in known}
                 for reg, offset in at_cfa:
                     off = cfa + offset - lo
                     value = unpack(data, off)[0] if 0 <= off <= top else None
@@ -272,6 +278,8 @@ class Ahead:
                         data, lo, top = stack.block()
                     if value is not None:
                         regs[reg] = value
+                    elif reg not in unchanged:
+                        regs.pop(reg, None)   # unreadable: unknown (not the copied value)
                 if based:
                     self._read_based(frame, based, regs)
                     data, lo, top = stack.block()

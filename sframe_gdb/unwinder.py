@@ -76,7 +76,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self.plugin = plugin
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
-        self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead
+        self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead (where not in _ready)
         self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare)
         self._given = {}          # frame level -> the Answer GDB took (stands for the level's records)
         self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
@@ -309,13 +309,15 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         verdict = self._chain_verdict(ms, arch, abi, level, pc)
         if isinstance(verdict[0], str):
             return self._decline(level, pc, *verdict)
-        res = self._ahead.get(level)
-        if res is None:
-            res = self._unwind_ahead(pf, ms, level, frame, arch, abi)
         ready = self._ready.get(level)
-        if ready is not None:
-            return self._give(pf, level, ready)
-        return self._answer(pf, arch, abi, level, pc, res, verdict[0])
+        if ready is None:
+            res = self._ahead.get(level)
+            if res is None:
+                res = self._unwind_ahead(pf, ms, level, frame, arch, abi)
+            ready = self._ready.get(level)
+            if ready is None:
+                return self._answer(pf, arch, abi, level, pc, res, verdict[0])
+        return self._give(pf, level, ready)
 
     def _unwind_ahead(self, pf, ms, level, frame, arch, abi):
         """The caller of `frame` (at `level`), and those of the frames above it while this
@@ -355,8 +357,9 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         return got[0]
 
     def _prepare_all(self, pf, arch, abi, level, pc, got):
-        """`got[k - level]` in self._ahead[k], and GDB's Answer for each ordinary frame in
-        self._ready[k]: _prepare, inlined (this loop runs once per frame of a whole backtrace)."""
+        """GDB's Answer for each ordinary frame `got[k - level]` in self._ready[k] (_prepare,
+        inlined: this loop runs once per frame of a whole backtrace), and the others (a Stop or a
+        frame restored from a signal frame, the last of `got`) in self._ahead[k]."""
         arch.prepare(pf, abi)
         ahead, ready = self._ahead, self._ready
         signal = Method.SIGNAL
@@ -364,24 +367,23 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         value, word, size, order = gdb.Value, arch.word, arch.word.sizeof, arch.order
         new, answer = _new_answer, Answer
         for k, res in enumerate(got, level):
-            ahead[k] = res
-            if isinstance(res, Stop):
+            if isinstance(res, Stop) or res.method is signal:
+                ahead[k] = res            # (the last of `got`): _chained answers for it
                 break
-            if res.method is not signal:
-                regs = res.regs
-                ids, head, owns = shapes.get((res.fp is None, res.ra is None, *regs)) or shape_of(res)
-                cfa = res.cfa
-                if owns is None:
-                    # Each frame has a CFA of its own (not worth caching); on most ABIs it is the SP.
-                    vcfa = value((cfa & MASK64).to_bytes(size, order), word)
-                    sp = res.sp
-                    vals = (vcfa if sp == cfa else vget(sp), *map(vget, head(res)), *map(vget, regs.values()))
-                else:
-                    ids, vals = saved(res)
-                    vcfa = vget(cfa)
-                match = res.match
-                ready[k] = new(answer, (vcfa, vget(pc if match is None else match.fde.start), res, pc, ids, vals,
-                                        arch, abi))
+            regs = res.regs
+            ids, head, owns = shapes.get((res.fp is None, res.ra is None, *regs)) or shape_of(res)
+            cfa = res.cfa
+            if owns is None:
+                # Each frame has a CFA of its own (not worth caching); on most ABIs it is the SP.
+                vcfa = value((cfa & MASK64).to_bytes(size, order), word)
+                sp = res.sp
+                vals = (vcfa if sp == cfa else vget(sp), *map(vget, head(res)), *map(vget, regs.values()))
+            else:
+                ids, vals = saved(res)
+                vcfa = vget(cfa)
+            match = res.match
+            ready[k] = new(answer, (vcfa, vget(pc if match is None else match.fde.start), res, pc, ids, vals,
+                                    arch, abi))
             pc = res.pc
 
     def _prepare(self, arch, abi, pc, res):

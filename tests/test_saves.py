@@ -16,6 +16,7 @@ import subprocess
 import pytest
 
 from sframekit.core import abi as abimod
+from sframekit.core import ahead
 from sframekit.core import format as F
 from sframekit.core import saves as S
 from sframekit.core import x86insn as X
@@ -378,6 +379,23 @@ def test_walk_recovers_and_carries_callee_saved_registers():
     # Without the option, callers have no other registers.
     plain = [f for f in walk(top, abi=AMD64, read=read, find=lambda pc: index) if isinstance(f, Frame)]
     assert all(not f.regs for f in plain[1:])
+
+    # The fast path (core.ahead, which copies a frame's registers whole when the plan covers
+    # exactly them) gives the same frames; and with frame 2's rbx slot unreadable, rbx is unknown
+    # there, not frame 1's value copied along.
+    def frames_of(walker, reader):
+        got = list(walker(top, abi=AMD64, read=reader, find=lambda pc: index, callee_saved=True))
+        return [(f.pc, f.sp, f.fp, dict(f.regs), f.cfa) if isinstance(f, Frame) else f for f in got]
+    assert frames_of(ahead.walk, read) == frames_of(walk, read)
+
+    def holed(addr, size):
+        return None if addr <= cfa1 - 32 < addr + size else read(addr, size)
+    fast = frames_of(ahead.walk, holed)
+    assert fast == frames_of(walk, holed)
+    assert fast[2][3] == {R12: 0x1212, R13: 0x1313, R14: 0x1414, R15: 0x1515}
+    walker = ahead.Ahead(AMD64, holed, lambda pc: index, callee_saved=True)
+    plan = walker._plan(ret)
+    assert plan is not None and plan.covered == set(frames[1].regs)     # the copy is what ran
 
 
 # -- real code ------------------------------------------------------------------------------------
