@@ -11,11 +11,13 @@
    Python unwinder can cost; "floor, values made": the same registers as the floor with
    callee-saved, from integers, their gdb.Values made during the backtrace (each distinct value
    once), which no unwinder that computes registers can avoid; the plugin (DWARF unwinders off),
-   with callee-saved recovery on and off.  The configurations take turns for R rounds and the best of each is shown, with
-   plugin/DWARF (target <= 1.0 on GDB 18) and plugin/floor (target <= 1.25); so are the
-   medians of the ratios within each round (paired: this machine's speed drifts between rounds).  The same on a core
-   file of the same stop, and `sframe backtrace CORE` against `gdb -batch -ex bt EXE CORE`, as
-   whole processes.
+   with callee-saved recovery on and off.  Each timed run starts from GDB's frames flushed and
+   without the gdb.Values made before (as the first backtrace after a stop); the floor's table
+   and the plugin's per-PC plans stay.  The configurations take turns for R rounds and the best
+   of each is shown, with plugin/DWARF (target <= 1.0 on GDB 18) and plugin/floor (target
+   <= 1.25); so are the medians of the ratios within each round (paired: this machine's speed
+   drifts between rounds).  The same on a core file of the same stop, and `sframe backtrace
+   CORE` against `gdb -batch -ex bt EXE CORE`, as whole processes.
 2. debug: the one figure with -g: `bt` prints every argument there, which costs GDB far more
    than unwinding, so it compares the printing more than the unwinders.
 3. many: with a 50,000-function binary loaded (bench/common.py many_functions_binary()): the time to
@@ -179,6 +181,17 @@ HELPER = textwrap.dedent('''
                 return u
         return None
 
+    def _forget_values():
+        """The plugin keeps the gdb.Values it made (values recur from one stop to the next), and
+        the "values made" floor keeps them until its next backtrace: each timed run starts
+        without them, as the first backtrace after a stop does (the floor's table, like the
+        plugin's per-PC plans, stays)."""
+        plugin = _plugin()
+        for arch in getattr(plugin, "_arches", {}).values():
+            if arch is not None:
+                arch.values.clear()
+        MADE.clear()
+
     def _configure(config, dwarf_off):
         plugin = _plugin()
         FLOOR.enabled = config.startswith("floor")
@@ -208,6 +221,7 @@ HELPER = textwrap.dedent('''
                     _configure(config, dwarf_off)
                     for what in ("walk", "bt"):
                         gdb.invalidate_cached_frames()
+                        _forget_values()
                         t = time.perf_counter()
                         if what == "walk":
                             n = _walk()
