@@ -91,23 +91,26 @@ HELPER = textwrap.dedent('''
             self.table = {}
             self.enabled = False
 
-        def __call__(self, pf):
-            level = pf.level()
-            rec = self.table.get(level)
+        # __call__ is one of these two, chosen by _configure (not tested at each frame).
+
+        def _from_table(self, pf):
+            rec = self.table.get(pf.level())
             if rec is None:
                 return None
-            if self.table is self.tables.get("floor-made"):
-                return self._made(pf, level, rec)
             fid, regs = rec
             ui = pf.create_unwind_info(fid)
             for name, value in regs:
                 ui.add_saved_register(name, value)
             return ui
 
-        def _made(self, pf, level, rec):
+        def _made(self, pf):
             """"floor, values made": the same registers as "floor with callee-saved", but from
             integers, their gdb.Values made as GDB asks (a value that recurs within the backtrace
             is made once): what no unwinder that computes registers can avoid."""
+            level = pf.level()
+            rec = self.table.get(level)
+            if rec is None:
+                return None
             if level == 0:
                 MADE.clear()            # a new backtrace: nothing made before it is reused
             fid, descs, nums = rec
@@ -115,6 +118,8 @@ HELPER = textwrap.dedent('''
             ui = pf.create_unwind_info(_Id(map(get, fid)))
             deque(map(ui.add_saved_register, descs, map(get, nums)), 0)
             return ui
+
+        __call__ = _from_table
 
     class _Id(tuple):
         """A frame id made without a Python __init__ (as the plugin's)."""
@@ -196,6 +201,7 @@ HELPER = textwrap.dedent('''
         plugin = _plugin()
         FLOOR.enabled = config.startswith("floor")
         FLOOR.table = FLOOR.tables.get(config, {})
+        Floor.__call__ = Floor._made if config == "floor-made" else Floor._from_table
         if plugin is not None:
             plugin.enabled = config.startswith("plugin")
         if config.startswith("plugin"):

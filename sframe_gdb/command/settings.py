@@ -121,6 +121,7 @@ where each register is."""
     def get_set_string(self):
         from .common import flush_frames
         self.plugin.callee_saved = bool(self.value)
+        self.plugin.unwinder.reset()      # nothing prepared with the old setting is given
         flush_frames()
         return ""
 
@@ -142,6 +143,7 @@ class DebugSFrameParameter(gdb.Parameter):
     def get_set_string(self):
         self.plugin.flush_log()
         self.plugin.debug = bool(self.value)
+        self.plugin.unwinder.reset()      # answers prepared without logging are not given
         return ""
 
     def get_show_string(self, svalue):
