@@ -53,7 +53,7 @@ else:
 
 
 class Answer(tuple):
-    """GDB's answer for a frame, prepared ahead (see _prepare), as a tuple: it is its own frame id
+    """GDB's answer for a frame, prepared ahead (see _prepare_all), as a tuple: it is its own frame id
     (GDB reads `sp` and `pc`; any object with them will do), made without a Python __init__ and
     without a separate frame-id object."""
     __slots__ = ()
@@ -77,7 +77,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
         self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead (where not in _ready)
-        self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare)
+        self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare_all)
         self._given = {}          # frame level -> the Answer GDB took (stands for the level's records)
         self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
         self._chunk = None        # how many frames to unwind ahead next (None: core.ahead.FIRST_CHUNK)
@@ -357,9 +357,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         return got[0]
 
     def _prepare_all(self, pf, arch, abi, level, pc, got):
-        """GDB's Answer for each ordinary frame `got[k - level]` in self._ready[k] (_prepare,
-        inlined: this loop runs once per frame of a whole backtrace), and the others (a Stop or a
-        frame restored from a signal frame, the last of `got`) in self._ahead[k]."""
+        """GDB's Answer for each ordinary frame `got[k - level]` in self._ready[k], and the others
+        (a Stop or a frame restored from a signal frame, the last of `got`) in self._ahead[k].
+        An Answer: the frame id (CFA and function start), the caller, the PC of the frame at
+        level k, the registers to save (ids and gdb.Values), the Arch and the ABIInfo.  This loop
+        runs once per frame of a whole backtrace."""
         arch.prepare(pf, abi)
         ahead, ready = self._ahead, self._ready
         signal = Method.SIGNAL
@@ -386,16 +388,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                                     arch, abi))
             pc = res.pc
 
-    def _prepare(self, arch, abi, pc, res):
-        """GDB's Answer for the frame at PC `pc` whose caller is `res`: the frame id (CFA and
-        function start), the caller, the PC, the registers to save (ids and gdb.Values), the Arch
-        and the ABIInfo."""
-        ids, vals = arch.saved(res)
-        func = res.match.fde.start if res.match is not None else pc
-        return _new_answer(Answer, (arch.values[res.cfa], arch.values[func], res, pc, ids, vals, arch, abi))
-
     def _give(self, pf, level, ready):
-        """Answer GDB with a prepared Answer (see _prepare; inlined in __call__'s hot path)."""
+        """Answer GDB with a prepared Answer (see _prepare_all; inlined in __call__'s hot path)."""
         ui = pf.create_unwind_info(ready)
         deque(map(ui.add_saved_register, ready[4], ready[5]), 0)    # each register, without a Python loop
         self._given[level] = ready
@@ -431,12 +425,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _unwind_info(self, pf, arch, abi, level, pc, res, module):
         """GDB's UnwindInfo for the caller `res` of the frame at `level`."""
-        arch.prepare(pf, abi)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
                 level, pc, res.method.value, res.cfa, res.pc, res.sp,
                 "" if res.fp is None else " fp %#x" % res.fp, module.path))
-        return self._give(pf, level, self._prepare(arch, abi, pc, res))
+        self._prepare_all(pf, arch, abi, level, pc, [res])
+        return self._give(pf, level, self._ready[level])
 
     def _outermost(self, pf, arch, level, pc, found, stop):
         """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
