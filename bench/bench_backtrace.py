@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, WORK  # noqa: E402
 
-from sframekit.core.live import process_state  # noqa: E402
+from sframekit.core.target.live import process_state  # noqa: E402
 
 ROUNDS = 5
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

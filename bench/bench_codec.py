@@ -12,11 +12,11 @@ import time
 
 from common import REPO, in_sid, many_functions_binary, median_time
 
-from sframekit.core import format as F
-from sframekit.core.dump import dump
-from sframekit.core.elf import ElfImage
-from sframekit.core.encode import Func, Row, build
-from sframekit.core.index import SFrameIndex
+from sframekit.core.elf.image import ElfImage
+from sframekit.core.report.dump import dump
+from sframekit.core.sframe import format as F
+from sframekit.core.sframe.encode import Func, Row, build
+from sframekit.core.sframe.index import SFrameIndex
 
 
 def synthetic(n):
@@ -87,7 +87,7 @@ def main():
     print("  sid readelf --sframe: %.3f s; sframe dump (CLI process): %.3f s, ratio %.2f (aim <= 5), of which "
           "start-up (sframe --version) %.3f s; dump() in process: %.3f s, ratio %.2f  (best of 5, taking turns)"
           % (t_readelf, t_cli, t_cli / t_readelf, t_start, t_dump, t_dump / t_readelf))
-    from sframekit.core.check import check_file
+    from sframekit.core.checks.against_cfi import check_file
     t = time.perf_counter()
     report = check_file(str(exe))
     t_check = time.perf_counter() - t

@@ -18,7 +18,7 @@ import common  # noqa: E402,F401  (the checkout as the package sframekit)
 import fuzzing  # noqa: E402
 import synthetic  # noqa: E402
 
-from sframekit.core.elf import ElfImage  # noqa: E402
+from sframekit.core.elf.image import ElfImage  # noqa: E402
 
 
 def corpus_sections(paths):
@@ -39,11 +39,11 @@ def default_corpus():
 
 def big_memory_figures():
     """Peak memory against section size where the size dominates: a 20,000-function section."""
-    from sframekit.core import format as F
-    from sframekit.core.decode import Section
-    from sframekit.core.dump import dump
-    from sframekit.core.encode import Func, Row, build
-    from sframekit.core.index import SFrameIndex
+    from sframekit.core.report.dump import dump
+    from sframekit.core.sframe import format as F
+    from sframekit.core.sframe.decode import Section
+    from sframekit.core.sframe.encode import Func, Row, build
+    from sframekit.core.sframe.index import SFrameIndex
     data = build(3, F.ABI.AMD64_ENDIAN_LITTLE,
                  [Func(0x1000 + 0x40 * i, 0x30, [Row(0, (8,)), Row(1, (16, -16)), Row(0x2a, (8,))]) for i in range(20000)])
     def lookups():

@@ -2,7 +2,7 @@
 
 What LLDB provides (modules and their load addresses, registers, memory, symbols, expression
 evaluation) is read here; indexes, unwinding and all printed text come from core/ (core.adapter,
-core.describe, core.dump, core.unwind).  Every command reports problems with result.SetError and
+core.report.describe, core.report.dump, core.unwind.unwinder).  Every command reports problems with result.SetError and
 one line of text, never a traceback.
 """
 
@@ -12,14 +12,23 @@ import shlex
 
 import lldb
 
-from ..core import abi as abimod
-from ..core.dump import dump_file
+from ..core.arch import abi as abimod
 from ..core.errors import ElfError, SFrameError
-from ..core.format import MASK64
-from ..core.modules import NotCovered, finder, locate
-from ..core.text import frame_line, info_lines, lookup_lines, registers_line, saves_lines, stop_line, values_lines, where_text
-from ..core.tracker import LoadedModule, ModuleTracker, file_identity
-from ..core.unwind import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values, walk
+from ..core.report.dump import dump_file
+from ..core.report.text import (
+    frame_line,
+    info_lines,
+    lookup_lines,
+    registers_line,
+    saves_lines,
+    stop_line,
+    values_lines,
+    where_text,
+)
+from ..core.sframe.format import MASK64
+from ..core.unwind.modules import NotCovered, finder, locate
+from ..core.unwind.tracker import LoadedModule, ModuleTracker, file_identity
+from ..core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, frame_from_registers, frame_rows, lookup_address, rule_values, walk
 
 INVALID = lldb.LLDB_INVALID_ADDRESS
 
@@ -67,7 +76,7 @@ def _loaded_modules(target):
             load, file_addr = sec.GetLoadAddress(target), sec.GetFileAddress()
         elif m.FindSection(".text").IsValid():
             continue                   # LLDB sees its sections, and none is .sframe
-        else:                          # no section headers: let core.elf look for PT_GNU_SFRAME
+        else:                          # no section headers: let core.elf.image look for PT_GNU_SFRAME
             hdr = m.GetObjectFileHeaderAddress()
             load, file_addr = hdr.GetLoadAddress(target), hdr.GetFileAddress()
         if load == INVALID or file_addr == INVALID:
@@ -121,7 +130,7 @@ def _regnames(abi, num):
 
 
 def _frame_state(frame, abi, full):
-    """core.unwind.Frame from an LLDB frame; `full`: every register it has is valid (frame 0)."""
+    """core.unwind.unwinder.Frame from an LLDB frame; `full`: every register it has is valid (frame 0)."""
     pc = frame.GetPC()
     if pc == INVALID:
         raise UserError("frame #%d has no PC" % frame.GetFrameID())
@@ -151,7 +160,7 @@ def _reader(process):
 
 
 def _owner(target):
-    """owner(addr) for core.modules.locate: the path of the module LLDB says holds addr, or None."""
+    """owner(addr) for core.unwind.modules.locate: the path of the module LLDB says holds addr, or None."""
     live = _live(target.GetProcess())
 
     def owner(addr):
@@ -178,7 +187,7 @@ def _symbol_at(target, addr):
 
 
 def _symbolizer(target):
-    """symbolize(addr) -> (symbol name, offset) through LLDB's symbols (core.saves' `symbolize`)."""
+    """symbolize(addr) -> (symbol name, offset) through LLDB's symbols (core.saves.analysis' `symbolize`)."""
     def symbolize(addr):
         _mod, name, start = _symbol_at(target, addr)
         return None if name is None or start is None else (name, addr - start)

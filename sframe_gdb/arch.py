@@ -11,8 +11,8 @@ from typing import Optional
 
 import gdb
 
-from ..core import abi as abimod
-from ..core.format import MASK64
+from ..core.arch import abi as abimod
+from ..core.sframe.format import MASK64
 
 # GDB architecture name -> (the core ABIs it runs, the first its default; PC register, SP, FP,
 # RA register or None, extra PC names).
@@ -185,7 +185,7 @@ def lookup(gdb_arch_name):
 
 
 def register_reader(frame, arch, abi):
-    """read(DWARF regnum) -> value or None, for a gdb.Frame or gdb.PendingFrame (core.unwind's
+    """read(DWARF regnum) -> value or None, for a gdb.Frame or gdb.PendingFrame (core.unwind.unwinder's
     frame_from_registers); registers GDB cannot read are None."""
     big = abi.big_endian
     plain = (arch.pc, arch.sp, arch.fp, arch.ra)     # integer registers: int() is the fast way

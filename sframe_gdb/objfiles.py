@@ -128,7 +128,7 @@ class Tracker:
 
     def modules(self, progspace=None):
         """The program space's ModuleSet, in step with its objfiles (indexes built on use)."""
-        from ..core.modules import ModuleSet
+        from ..core.unwind.modules import ModuleSet
         ps = progspace or gdb.current_progspace()
         ms = self._sets.get(ps)
         if ms is None:
@@ -172,7 +172,7 @@ class Tracker:
     def _read_relocatable(module, runtime):
         """An object file's section, from the file with its relocations applied (GDB's memory
         view of the file is unrelocated), placed as GDB places a relocatable file's sections."""
-        from ..core.elf import ElfImage
+        from ..core.elf.image import ElfImage
         from ..core.errors import ElfError
         module.image = image = ElfImage(module.path)
         sf = image.require_sframe()
@@ -182,10 +182,10 @@ class Tracker:
         return sf.data, sf.address, sf.name
 
     def _read_cfi(self, module):
-        """The objfile's DWARF CFI as core.cfi sections: .eh_frame (with .eh_frame_hdr's search
+        """The objfile's DWARF CFI as core.dwarf.coverage sections: .eh_frame (with .eh_frame_hdr's search
         table) through GDB's memory view, as GDB has it; .debug_frame, not loaded, from the file
         and from its separate debug files."""
-        from ..core.cfi import CfiSection
+        from ..core.dwarf.coverage import CfiSection
         big = module.index.header.big_endian if module.index is not None else False
         out = []
         eh = self._where(module, EH_FRAME)
@@ -198,7 +198,7 @@ class Tracker:
                                       hdr=hdr and bytes(inferior.read_memory(hdr[0], hdr[1] - hdr[0])),
                                       hdr_address=hdr[0] if hdr else 0))
             except gdb.error as exc:
-                from ..core.elf import ElfImage
+                from ..core.elf.image import ElfImage
                 self.log("%s: cannot read .eh_frame through GDB (%s); reading the file" % (module.path, exc))
                 image = module.image or ElfImage(module.path)
                 out.extend(image.cfi_sections(self._file_bias(module, EH_FRAME, image), (EH_FRAME,)))
@@ -207,7 +207,7 @@ class Tracker:
             path for gdb_name, path in self._debug_files.get(name, {}).items()
             if DEBUG_FRAME in self._all_sections().get(gdb_name, {})]
         if paths:
-            from ..core.elf import ElfImage
+            from ..core.elf.image import ElfImage
             for path in paths:
                 out.extend(ElfImage(path).cfi_sections(lambda: self._file_bias(module, SFRAME), (DEBUG_FRAME,)))
         return out
@@ -227,7 +227,7 @@ class Tracker:
     def _file_bias(self, module, section, image=None):
         """Load bias from the file (`image`, if it is parsed already): a loaded section's runtime
         address minus its sh_addr.  Only CFI with absolute addresses needs it."""
-        from ..core.elf import ElfImage
+        from ..core.elf.image import ElfImage
         where = self._where(module, section)
         if where is None:
             return 0

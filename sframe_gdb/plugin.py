@@ -3,7 +3,7 @@
 import gdb
 import gdb.unwinder
 
-from ..core.policy import Mode
+from ..core.unwind.policy import Mode
 from .command.common import flush_frames
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder
@@ -44,7 +44,7 @@ class Plugin:
         return self.mode is not Mode.OFF
 
     def set_mode(self, mode, remember=True):
-        """Switch mode (a core.policy.Mode) and make GDB unwind the current stack again.
+        """Switch mode (a core.unwind.policy.Mode) and make GDB unwind the current stack again.
         `remember`: a mode other than off becomes the one `set sframe on` goes back to."""
         self.mode = mode
         if mode is not Mode.OFF and remember:

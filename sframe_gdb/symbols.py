@@ -1,5 +1,5 @@
 """Symbols as GDB knows them (its minimal symbols, from `info symbol`), for the commands and the
-unwinder: the save-slot analysis asks whether an FDE starts a function (core.saves)."""
+unwinder: the save-slot analysis asks whether an FDE starts a function (core.saves.analysis)."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""The GDB frame unwinder: a gdb.unwinder.Unwinder that asks core.unwind.step for the caller.
+"""The GDB frame unwinder: a gdb.unwinder.Unwinder that asks core.unwind.unwinder.step for the caller.
 
 Translation only: read the pending frame's registers, give the core a memory reader and the
 module finder, and turn its answer into GDB's UnwindInfo (frame id = CFA and function start, the
@@ -8,7 +8,7 @@ registers the save-slot analysis recovers: `set sframe callee-saved`).
 GDB tries Python unwinders first for every frame.  A PC outside every SFrame range is declined at
 once (one bisect), and so is every failure: GDB's other unwinders then get their turn, and the
 reason is logged under `set debug sframe on`.  Nothing raises into GDB.  In mode `auto` (the
-default) a frame whose PC GDB's DWARF unwinder can handle is declined too (core.policy.choose), so
+default) a frame whose PC GDB's DWARF unwinder can handle is declined too (core.unwind.policy.choose), so
 loading the plugin changes nothing where DWARF CFI exists.
 """
 
@@ -19,13 +19,13 @@ from operator import itemgetter
 import gdb
 import gdb.unwinder
 
-from ..core.format import MASK64
-from ..core.policy import Mode, choose
+from ..core.sframe.format import MASK64
+from ..core.unwind.policy import Mode, choose
 from . import arch as archmod
 from . import dwarf
 from .symbols import symbol_at
 
-# core.unwind is imported on the first frame, so that sourcing the plugin stays cheap.
+# core.unwind.unwinder is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
 Ahead = FIRST_CHUNK = next_chunk = None
 
@@ -33,9 +33,9 @@ Ahead = FIRST_CHUNK = next_chunk = None
 def _import_core():
     global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe, LazyRegisters, Ahead
     global FIRST_CHUNK, next_chunk
-    from ..core import ahead as _ahead
-    from ..core import sigframe as _sigframe
-    from ..core import unwind as _u
+    from ..core.arch import sigframe as _sigframe
+    from ..core.unwind import ahead as _ahead
+    from ..core.unwind import unwinder as _u
     frame_from_registers, lookup_address, LazyRegisters = _u.frame_from_registers, _u.lookup_address, _u.LazyRegisters
     Method, Stop, StopReason, step, sigframe = _u.Method, _u.Stop, _u.StopReason, _u.step, _sigframe
     Ahead, FIRST_CHUNK, next_chunk = _ahead.Ahead, _ahead.FIRST_CHUNK, _ahead.next_chunk
@@ -80,9 +80,9 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare_all)
         self._given = {}          # frame level -> the Answer GDB took (stands for the level's records)
         self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
-        self._chunk = None        # how many frames to unwind ahead next (None: core.ahead.FIRST_CHUNK)
+        self._chunk = None        # how many frames to unwind ahead next (None: core.unwind.ahead.FIRST_CHUNK)
         self._verdicts = {}       # caller PC -> None (SFrame takes it) or (why not, always log), this unwind
-        self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.ahead.Ahead, for the current modules
+        self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.unwind.ahead.Ahead, for the current modules
         self._generation = None   # the tracker's generation the walkers were made for
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
         self._last = {}           # level -> (pc, cfa, Frame) of frames unwound by SFrame (see `last`)
@@ -304,7 +304,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _chained(self, pf, plugin, ms, level, frame, arch, abi):
         """A frame this unwinder produced (its registers are the ones it gave GDB): its caller was
-        unwound ahead with the frames above it, or is now, by core.ahead."""
+        unwound ahead with the frames above it, or is now, by core.unwind.ahead."""
         pc = frame.pc
         verdict = self._chain_verdict(ms, arch, abi, level, pc)
         if isinstance(verdict[0], str):

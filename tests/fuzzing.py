@@ -9,10 +9,10 @@ import itertools
 import random
 import struct
 
-from sframekit.core.decode import Section
-from sframekit.core.dump import dump
 from sframekit.core.errors import SFrameError
-from sframekit.core.index import SFrameIndex
+from sframekit.core.report.dump import dump
+from sframekit.core.sframe.decode import Section
+from sframekit.core.sframe.index import SFrameIndex
 
 INTERESTING_BYTES = (0, 1, 2, 3, 0x7F, 0x80, 0xFE, 0xFF, 0x10, 0x20, 0x40, 0x60)
 INTERESTING_U32 = (0, 1, 2, 4, 5, 16, 17, 20, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000,

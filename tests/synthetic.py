@@ -1,7 +1,7 @@
 """Synthetic SFrame sections of every shape, built with our encoder (for what no toolchain here emits)."""
 
-from sframekit.core import format as F
-from sframekit.core.encode import Func, Row, build
+from sframekit.core.sframe import format as F
+from sframekit.core.sframe.encode import Func, Row, build
 
 AMD64, A64LE, A64BE, S390X = (F.ABI.AMD64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_LITTLE,
                               F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)

@@ -67,7 +67,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sframekit.core.backtrace import SIGNAL_TRAMPOLINE, CoreSession, backtrace_core  # noqa: E402
+from sframekit.core.target.backtrace import SIGNAL_TRAMPOLINE, CoreSession, backtrace_core  # noqa: E402
 
 X86 = ("host", "trixie", "sid")
 CROSS = ("sid-aarch64", "sid-s390x")
@@ -955,10 +955,11 @@ def test_callee_saved_registers(results):
 
 
 def test_ahead_agrees_with_step(results):
-    """core.ahead, the fast path of `sframe backtrace` and of the GDB unwinder, gives every frame
+    """core.unwind.ahead, the fast path of `sframe backtrace` and of the GDB unwinder, gives every frame
     and the final Stop exactly as unwind.walk's step-by-step unwind does, callee-saved registers
     included, on every thread of every core of every toolchain."""
-    from sframekit.core import ahead, unwind
+    from sframekit.core.unwind import ahead
+    from sframekit.core.unwind import unwinder as unwind
     frames = 0
     for tc in ALL:
         for r in results[tc][1]:

@@ -1,4 +1,4 @@
-"""core.cfi (which addresses DWARF CFI covers) and core.policy (which unwinder takes a frame).
+"""core.dwarf.coverage (which addresses DWARF CFI covers) and core.unwind.policy (which unwinder takes a frame).
 
 The reference for coverage is pyelftools' own CFI decoder, on every real binary of the corpus
 (little- and big-endian, x86-64, AArch64, s390x) and on programs whose CFI is in .debug_frame;
@@ -13,11 +13,11 @@ import subprocess
 import pytest
 import toolchains as T
 
-from sframekit.core.cfi import DEBUG_FRAME, EH_FRAME, CfiIndex, CfiRange, CfiSection
-from sframekit.core.elf import ElfImage
+from sframekit.core.dwarf.coverage import DEBUG_FRAME, EH_FRAME, CfiIndex, CfiRange, CfiSection
+from sframekit.core.elf.image import ElfImage
 from sframekit.core.errors import CfiError
-from sframekit.core.modules import ModuleSet
-from sframekit.core.policy import Choice, Mode, choose
+from sframekit.core.unwind.modules import ModuleSet
+from sframekit.core.unwind.policy import Choice, Mode, choose
 
 _FDE_LINE = re.compile(r"^([0-9a-f]+) [0-9a-f]+ [0-9a-f]+ FDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+)$", re.M)
 

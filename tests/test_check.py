@@ -18,9 +18,9 @@ import pytest
 import toolchains as T
 from test_cli import REPO
 
-from sframekit.core.decode import Section
-from sframekit.core.elf import ElfImage
-from sframekit.core.encode import Func, Row, build
+from sframekit.core.elf.image import ElfImage
+from sframekit.core.sframe.decode import Section
+from sframekit.core.sframe.encode import Func, Row, build
 
 CLI = REPO / "scripts" / "sframe"
 
@@ -102,7 +102,7 @@ def test_known_behaviours_against_readelf(corpus):
 
 
 def _funcs(sec):
-    """The section's functions as core.encode Funcs, to rebuild it with changes."""
+    """The section's functions as core.sframe.encode Funcs, to rebuild it with changes."""
     out = []
     for fde, fres in sec.check_all():
         rows = [Row(fr.start, fr.words, fr.base_reg, fr.mangled_ra, fr.word_size) for fr in fres]
@@ -232,9 +232,9 @@ def test_cfi_expressions_evaluated_or_declined():
     included, declined as not comparable, never raised."""
     from elftools.dwarf.structs import DWARFStructs
 
-    from sframekit.core import abi as abimod
-    from sframekit.core.dwarfcfi import Expr as _Expr
-    from sframekit.core.rules import Rule, RuleKind
+    from sframekit.core.arch import abi as abimod
+    from sframekit.core.dwarf.rows import Expr as _Expr
+    from sframekit.core.sframe.rules import Rule, RuleKind
     e = _Expr(DWARFStructs(little_endian=True, dwarf_format=32, address_size=8), abimod.AMD64)
     plt = [0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22]   # rsp+8 + ((rip & 15) >= 11) << 3
     assert e.rule(plt, 0x1020) == Rule(RuleKind.REGISTER, 8, reg=7)
@@ -286,7 +286,7 @@ def test_verdicts_agree_with_sframe_verify(corpus, tmp_path):
 def test_verify_counts_a_stack_sframe_ends_early():
     """`sframe verify`'s comparison: a frame SFrame calls the outermost (a zero or undefined return
     address) where the reference goes on is a disagreement, as a shorter stack would be."""
-    from sframekit.core.verify import FrameFact, compare
+    from sframekit.core.checks.against_debugger import FrameFact, compare
     ours = [FrameFact(0, 0x1000, None, outermost=True)]
     ref = [FrameFact(0, 0x1000, 0x2000), FrameFact(1, 0x3000, 0x2010)]
     checked, diss = compare(ours, ref)
@@ -313,10 +313,10 @@ def test_cfi_rows_refuse_what_pyelftools_misdecodes():
     """DW_CFA_def_cfa_sf (pyelftools scales it by the code alignment factor) and
     DW_CFA_def_cfa_offset_sf (ignored by 0.29): such an FDE gives no CFI rows, never a wrong CFA;
     the same FDE with DW_CFA_def_cfa_offset gives its rule."""
-    from sframekit.core import abi as abimod
-    from sframekit.core.cfi import CfiSection
-    from sframekit.core.dwarfcfi import CfiRows
-    from sframekit.core.rules import Rule, RuleKind
+    from sframekit.core.arch import abi as abimod
+    from sframekit.core.dwarf.coverage import CfiSection
+    from sframekit.core.dwarf.rows import CfiRows
+    from sframekit.core.sframe.rules import Rule, RuleKind
     good = _eh_frame([0x41, 0x0E, 0x10])                 # advance 1; def_cfa_offset 16
     rows = CfiRows([CfiSection(".eh_frame", good, 0x1000)], abimod.AMD64)
     assert rows.row(0x2000).cfa == Rule(RuleKind.REGISTER, 8, reg=7)

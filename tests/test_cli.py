@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import toolchains
 
-from sframekit.core.decode import Section
-from sframekit.core.elf import ElfImage, parse_address
-from sframekit.core.encode import encode
+from sframekit.core.elf.image import ElfImage, parse_address
 from sframekit.core.errors import ElfError, NoSFrameError
-from sframekit.core.index import SFrameIndex
+from sframekit.core.sframe.decode import Section
+from sframekit.core.sframe.encode import encode
+from sframekit.core.sframe.index import SFrameIndex
 
 REPO = Path(__file__).resolve().parent.parent
 

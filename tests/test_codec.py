@@ -5,13 +5,13 @@ import struct
 import pytest
 from synthetic import ctrl
 
-from sframekit.core import abi as abimod
-from sframekit.core import format as F
-from sframekit.core.decode import Section, parse_header
-from sframekit.core.encode import Func, Row, build, encode
+from sframekit.core.arch import abi as abimod
 from sframekit.core.errors import SFrameError
-from sframekit.core.index import SFrameIndex
-from sframekit.core.rules import RuleKind
+from sframekit.core.sframe import format as F
+from sframekit.core.sframe.decode import Section, parse_header
+from sframekit.core.sframe.encode import Func, Row, build, encode
+from sframekit.core.sframe.index import SFrameIndex
+from sframekit.core.sframe.rules import RuleKind
 
 AMD64, A64LE, A64BE, S390X = (F.ABI.AMD64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_LITTLE,
                               F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)

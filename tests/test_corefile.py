@@ -1,4 +1,4 @@
-"""core.corefile: synthetic cores, and real ones checked against GDB.
+"""core.target.corefile: synthetic cores, and real ones checked against GDB.
 
 Real cores are made at test time from small C programs (nothing is committed):
   * x86-64: GDB's `gcore` at a breakpoint (one thread, and two threads), and a kernel
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from sframekit.core.corefile import CoreFile, CoreMemoryError, Mapping, Module, Thread
-from sframekit.core.elf import ElfImage
+from sframekit.core.elf.image import ElfImage
 from sframekit.core.errors import ElfError
+from sframekit.core.target.corefile import CoreFile, CoreMemoryError, Mapping, Module, Thread
 
 REPO = Path(__file__).resolve().parent.parent
 INROOT = REPO / "scripts" / "inroot"

@@ -1,4 +1,4 @@
-"""core.dump against the real `readelf --sframe`, byte for byte.
+"""core.report.dump against the real `readelf --sframe`, byte for byte.
 
 References:
   * V2 and V3: binutils 2.47's readelf, in the sid root (it refuses V1 sections);
@@ -11,7 +11,7 @@ What is compared:
     V1 host, V2 trixie, V3 sid x86-64 / AArch64 (pac-ret, b-key) / s390x), with its library;
   * small assembler sources with CFI shapes the C fixtures do not produce (signal frames,
     undefined RA, DRAP, registers holding RA/FP, B-key signing), assembled by each toolchain;
-  * synthetic sections of every shape (core.encode.build), wrapped into minimal ELF files and
+  * synthetic sections of every shape (core.sframe.encode.build), wrapped into minimal ELF files and
     read by the same readelf builds, and random well-formed sections (fixed seeds);
   * the FREs readelf cannot print (it aborts, or repeats the previous row) and malformed or
     mutated sections: dump raises SFrameError, the decoder's own when the decoder rejects them;
@@ -28,11 +28,11 @@ import pytest
 import synthetic
 import toolchains
 
-from sframekit.core import format as F
-from sframekit.core.decode import Section
-from sframekit.core.dump import dump, dump_file
-from sframekit.core.encode import Func, Row, build
 from sframekit.core.errors import SFrameError
+from sframekit.core.report.dump import dump, dump_file
+from sframekit.core.sframe import format as F
+from sframekit.core.sframe.decode import Section
+from sframekit.core.sframe.encode import Func, Row, build
 
 AMD64, A64LE, A64BE, S390X = (F.ABI.AMD64_ENDIAN_LITTLE, F.ABI.AARCH64_ENDIAN_LITTLE,
                               F.ABI.AARCH64_ENDIAN_BIG, F.ABI.S390X_ENDIAN_BIG)

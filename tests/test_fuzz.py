@@ -7,8 +7,8 @@ import synthetic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sframekit.core.decode import Section
-from sframekit.core.encode import encode
+from sframekit.core.sframe.decode import Section
+from sframekit.core.sframe.encode import encode
 
 SEEDS = synthetic.sections()
 

@@ -639,8 +639,8 @@ def cli_lookup(path, addr):
 
 
 def section_counts(path):
-    from sframekit.core.elf import ElfImage
-    from sframekit.core.index import SFrameIndex
+    from sframekit.core.elf.image import ElfImage
+    from sframekit.core.sframe.index import SFrameIndex
     img = ElfImage(path)
     idx = SFrameIndex(img.sframe.data, img.sframe.address)
     return idx.header.version, idx.header.num_fdes, idx.header.num_fres, idx
@@ -841,8 +841,8 @@ def test_signal_interrupts_sframe_code(roots, tmp_path, gdb, toolchain):
 def test_verify_reports_disagreements(corpus, tmp_path, gdb, toolchain):
     """A .sframe whose CFA offset for stop_here is wrong: verify must say so (and bt with DWARF on
     still works, as the plugin's broken frames are the only ones that change)."""
-    from sframekit.core import format as F
-    from sframekit.core.elf import ElfImage
+    from sframekit.core.elf.image import ElfImage
+    from sframekit.core.sframe import format as F
     src = corpus.get(toolchain, "frames", "O2-nofp").path
     exe = tmp_path / "frames"
     shutil.copy2(src, exe)

@@ -31,7 +31,7 @@ import pytest
 import toolchains as T
 from test_cli import REPO
 
-from sframekit.core.live import process_state
+from sframekit.core.target.live import process_state
 
 CLI = REPO / "scripts" / "sframe"
 LIVE = T.Fixture("live", ("main", "hold", "deep_a", "deep_b", "thread_wait", "thread_chain", "main_hold",

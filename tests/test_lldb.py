@@ -11,7 +11,7 @@ What is checked:
   sid V3), live and in core files made with the host GDB's gcore;
 - on copies without .eh_frame (strip_eh) it gives the same frames as LLDB's `bt` of the program
   with .eh_frame, where LLDB's own `bt` does not;
-- `sframe lookup` prints the same FDE, FRE and rules as `python3 -m core.cli lookup FILE ADDR`
+- `sframe lookup` prints the same FDE, FRE and rules as `python3 -m core.cli.main lookup FILE ADDR`
   (the lines GDB's `info sframe` shares) for every frame's PC, and the values at the selected
   frame agree with LLDB's CFA and caller's PC;
 - AArch64 (live under qemu-aarch64 -g with gdb-remote, and qemu core files) with both LLDBs,
@@ -435,8 +435,8 @@ def _index(path, base):
     """SFrame index of a module file loaded at `base` (its ELF header's load address)."""
     key = (path, base)
     if key not in _INDEXES:
-        from sframekit.core.elf import ElfImage
-        from sframekit.core.index import SFrameIndex
+        from sframekit.core.elf.image import ElfImage
+        from sframekit.core.sframe.index import SFrameIndex
         img = ElfImage(path)
         first_load = min(v for v, _m, _o, _f in img.loads)
         _INDEXES[key] = SFrameIndex(img.sframe.data, img.sframe.address + base - first_load)
@@ -474,7 +474,7 @@ def check_matches_lldb(ours, stop_line, lldb, what, cfas=True, one_more=False):
 
 
 def cli_lookup(path, addr):
-    from sframekit.core import cli
+    from sframekit.core.cli import main as cli
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = cli.main(["lookup", "--registers", str(path), "%#x" % addr])
@@ -503,7 +503,7 @@ def rebase(lines, bias):
 
 
 def check_lookup_matches_cli(block, what):
-    """An `sframe lookup` block says what `core.cli lookup FILE ADDR` says (file addresses rebased)."""
+    """An `sframe lookup` block says what `core.cli.main lookup FILE ADDR` says (file addresses rebased)."""
     assert not block.err, "%s: %s" % (what, block.err)
     lines = block.out
     m = _ADDRESS_RE.match(lines[0])
@@ -511,7 +511,7 @@ def check_lookup_matches_cli(block, what):
     addr, path = int(m.group(1), 16), m.group(2)
     ms = _SECTION_RE.match(lines[1])
     assert ms, what
-    from sframekit.core.elf import ElfImage
+    from sframekit.core.elf.image import ElfImage
     file_sec = ElfImage(path).sframe.address
     bias = int(ms.group(2), 16) - file_sec
     rc, cli, err = cli_lookup(path, addr - bias)
@@ -954,7 +954,7 @@ def test_module_cache_info_and_dump(lldb, corpus, work):
     two = s.block("bt2").out
     assert len(two) == 4 and two[-1] == "  (more frames not shown: -c 2)"
     assert [r[1] for r in s.sframe_bt("bt3")[0]] == [r[1] for r in ours]
-    from sframekit.core import cli
+    from sframekit.core.cli import main as cli
     for tag, path in (("dump-lib", b.lib), ("dump-exe", b.path), ("dump-path", b.path)):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -1031,11 +1031,11 @@ def test_missing_pyelftools_is_one_line(lldb, work):
 
 
 # ---------------------------------------------------------------------------------------------
-# core.tracker without a debugger
+# core.unwind.tracker without a debugger
 
 
 def test_module_tracker_keeps_indexes_of_unchanged_modules(corpus):
-    from sframekit.core.tracker import LoadedModule, ModuleTracker, file_identity
+    from sframekit.core.unwind.tracker import LoadedModule, ModuleTracker, file_identity
     b = corpus.get("sid", "dlopen", "O2-nofp")
     exe = LoadedModule(file_identity(str(b.path)), str(b.path), 0x555555554000, "dlopen")
     lib = LoadedModule(file_identity(str(b.lib)), str(b.lib), 0x7ffff7fb0000, "libfix.so")

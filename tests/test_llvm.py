@@ -17,11 +17,11 @@ import pytest
 import toolchains as T
 from test_objects import FIXTURES, objects, readelf, usable  # noqa: F401  (a fixture)
 
-from sframekit.core import format as F
-from sframekit.core.decode import Section
-from sframekit.core.dump import dump_file
-from sframekit.core.elf import ElfImage
-from sframekit.core.encode import encode
+from sframekit.core.elf.image import ElfImage
+from sframekit.core.report.dump import dump_file
+from sframekit.core.sframe import format as F
+from sframekit.core.sframe.decode import Section
+from sframekit.core.sframe.encode import encode
 
 CLANG = ("clang-23", "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-Wa,--allow-experimental-sframe")
 

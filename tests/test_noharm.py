@@ -90,9 +90,9 @@ def test_debug_frame_counts_as_cfi(roots, tmp_path, gdb, toolchain):
     unwinder reads it from the file): the plugin leaves those frames to GDB too."""
     exe = T.build(toolchain, "frames", tmp_path / "build", ("-O2", "-fomit-frame-pointer",
                                                             "-fno-asynchronous-unwind-tables"))
-    from sframekit.core.elf import ElfImage
+    from sframekit.core.elf.image import ElfImage
     assert ElfImage(exe).section_address(".debug_frame") is not None
-    from sframekit.core.modules import ModuleSet
+    from sframekit.core.unwind.modules import ModuleSet
     ms = ModuleSet()
     m = ms.add(exe, str(exe))
     stop = ElfImage(exe).resolve("stop_here")

@@ -1,5 +1,5 @@
 """Relocatable files (`.o`, `ld -r` output) from every toolchain: their FDE start fields are
-completed by relocations (core.reloc), as binutils 2.47's readelf completes them.
+completed by relocations (core.elf.reloc), as binutils 2.47's readelf completes them.
 
   * V3 objects (sid; x86-64, AArch64, s390x; `-ffunction-sections`; `ld -r`): `sframe dump`
     equals readelf 2.47 byte for byte.
@@ -24,11 +24,11 @@ import toolchains as T
 from test_cli import sframe
 from test_dump import assert_v1_matches, rows
 
-from sframekit.core.decode import Section
-from sframekit.core.dump import dump_file
-from sframekit.core.elf import ElfImage
-from sframekit.core.encode import encode
+from sframekit.core.elf.image import ElfImage
 from sframekit.core.errors import ElfError
+from sframekit.core.report.dump import dump_file
+from sframekit.core.sframe.decode import Section
+from sframekit.core.sframe.encode import encode
 
 FIXTURES = ("frames", "recurse", "realign", "bigfunc", "signal", "threads")
 CFLAGS = ("-g", "-Wa,--gsframe", "-O2", "-fomit-frame-pointer")
@@ -279,7 +279,7 @@ def test_lldb_reads_an_object_file(objects, tmp_path, lldb):
 
 def test_check_runs_on_objects(objects):
     """`sframe check` on every object file: the CFI relocated and placed like the SFrame section
-    (core.reloc.apply_all); its findings are the executables' (test_check.KNOWN), and the old
+    (core.elf.reloc.apply_all); its findings are the executables' (test_check.KNOWN), and the old
     `ld -r` outputs are refused for their stale relocations (exit 2)."""
     from test_check import KNOWN, findings, run_check
     checked = 0

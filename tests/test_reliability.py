@@ -23,8 +23,8 @@ import unwind_fuzzing
 from test_gdb import PLUGIN, STOPS, run_gdb
 from test_lldb import PROBE, run_lldb
 
-from sframekit.core.decode import Section
-from sframekit.core.elf import ElfImage
+from sframekit.core.elf.image import ElfImage
+from sframekit.core.sframe.decode import Section
 
 REPO = T.REPO
 MANY = "malformed SFrame section at byte offset 0x8: 2147483647 FDEs of 16 bytes overrun the FRE sub-section"
@@ -418,7 +418,7 @@ def test_session_rebuild_inferiors_fork_exec(corpus, tmp_path, gdb, tc):
         m = re.search(r"^%s\s+\d\s+AMD64 little-endian\s+(\d+)" % re.escape(str(prog)), out.between(mark, end), re.M)
         assert m, out[-3000:]
         return int(m.group(1))
-    from sframekit.core.elf import ElfImage as _Img
+    from sframekit.core.elf.image import ElfImage as _Img
     count = {p: Section(_Img(p).sframe.data).header.num_fdes for p in (frames_noeh, recurse_noeh)}
     assert count[frames_noeh] != count[recurse_noeh]
     assert (fdes("info1", "rebuilt"), fdes("info2", "inferiors")) == (count[frames_noeh], count[recurse_noeh])

@@ -1,4 +1,4 @@
-"""The save-slot analysis (core.saves) and the x86-64 instruction measure it stands on (core.x86insn).
+"""The save-slot analysis (core.saves.analysis) and the x86-64 instruction measure it stands on (core.saves.x86insn).
 
 * Unit tests: every instruction form the analysis accepts and each it must refuse, on hand-assembled
   functions described by synthetic SFrame sections (our encoder).
@@ -15,15 +15,15 @@ import subprocess
 
 import pytest
 
-from sframekit.core import abi as abimod
-from sframekit.core import ahead
-from sframekit.core import format as F
-from sframekit.core import saves as S
-from sframekit.core import x86insn as X
-from sframekit.core.elf import ElfImage
-from sframekit.core.encode import Func, Row, build
-from sframekit.core.index import SFrameIndex
-from sframekit.core.unwind import Frame, walk
+from sframekit.core.arch import abi as abimod
+from sframekit.core.elf.image import ElfImage
+from sframekit.core.saves import analysis as S
+from sframekit.core.saves import x86insn as X
+from sframekit.core.sframe import format as F
+from sframekit.core.sframe.encode import Func, Row, build
+from sframekit.core.sframe.index import SFrameIndex
+from sframekit.core.unwind import ahead
+from sframekit.core.unwind.unwinder import Frame, walk
 
 AMD64 = abimod.AMD64
 RBX, RBP, R12, R13, R14, R15 = 3, 6, 12, 13, 14, 15
@@ -380,7 +380,7 @@ def test_walk_recovers_and_carries_callee_saved_registers():
     plain = [f for f in walk(top, abi=AMD64, read=read, find=lambda pc: index) if isinstance(f, Frame)]
     assert all(not f.regs for f in plain[1:])
 
-    # The fast path (core.ahead, which copies a frame's registers whole when the plan covers
+    # The fast path (core.unwind.ahead, which copies a frame's registers whole when the plan covers
     # exactly them) gives the same frames; and with frame 2's rbx slot unreadable, rbx is unknown
     # there, not frame 1's value copied along.
     def frames_of(walker, reader):
@@ -510,7 +510,7 @@ def _instructions(abi, code, start):
             yield start + pos
             pos += ins.length
     elif abi is abimod.S390X:
-        from sframekit.core import s390insn
+        from sframekit.core.saves import s390insn
         pos = 0
         while pos < len(code):
             yield start + pos
@@ -577,8 +577,8 @@ def test_agrees_with_dwarf_cfi(corpus, toolchain):
 
 # -- AArch64 and s390x: the instruction forms, then the data flow on hand-assembled functions ------
 
-from sframekit.core import a64insn, s390insn  # noqa: E402
-from sframekit.core.flow import Flow  # noqa: E402
+from sframekit.core.saves import a64insn, s390insn  # noqa: E402
+from sframekit.core.saves.flow import Flow  # noqa: E402
 
 # (objdump's text, word, what decode must say): stores/loads as (reg, base, offset), SP change, flow.
 A64_CASES = [

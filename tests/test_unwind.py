@@ -1,6 +1,6 @@
-"""Tests for core.unwind: SFrame, frame-pointer and signal-frame unwinding, and every stop reason.
+"""Tests for core.unwind.unwinder: SFrame, frame-pointer and signal-frame unwinding, and every stop reason.
 
-Sections are made with core.encode.build, stacks live in a fake memory that raises outside what
+Sections are made with core.sframe.encode.build, stacks live in a fake memory that raises outside what
 was written, and each test checks the recovered PCs, SPs, FPs and CFAs.  The signal-frame tests
 also replay memory dumped from real processes stopped in a signal handler (see REAL_DUMPS).
 """
@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sframekit.core import abi as A
-from sframekit.core import format as F
-from sframekit.core import sigframe
-from sframekit.core.encode import Func, Row, build
-from sframekit.core.index import SFrameIndex
-from sframekit.core.unwind import DEFAULT_PAC_MASK, Frame, Method, Stop, StopReason, backtrace, step, strip_pac, walk
+from sframekit.core.arch import abi as A
+from sframekit.core.arch import sigframe
+from sframekit.core.sframe import format as F
+from sframekit.core.sframe.encode import Func, Row, build
+from sframekit.core.sframe.index import SFrameIndex
+from sframekit.core.unwind.unwinder import DEFAULT_PAC_MASK, Frame, Method, Stop, StopReason, backtrace, step, strip_pac, walk
 
 SFP = F.BaseReg.FP
 FLEX = F.FDEType.FLEX
@@ -916,9 +916,9 @@ def _cfi_at(row):
 
 
 def test_cfi_step_rules_and_trust():
-    from sframekit.core.dwarfcfi import CfiRow
-    from sframekit.core.rules import UNCHANGED, Rule, RuleKind
-    from sframekit.core.unwind import Method
+    from sframekit.core.dwarf.rows import CfiRow
+    from sframekit.core.sframe.rules import UNCHANGED, Rule, RuleKind
+    from sframekit.core.unwind.unwinder import Method
     mem = Mem()
     mem.word(STACK + 0x18, 0x601234)           # RA at CFA - 8 (CFA = SP + 32)
     mem.word(STACK + 0x10, 0x1111)              # rbx at CFA - 16
@@ -944,8 +944,8 @@ def test_cfi_step_rules_and_trust():
 def test_cfi_step_ra_in_its_register_only_at_the_top():
     """AArch64: a CFI row with no rule for x30 keeps the RA in x30, which is true in the topmost
     frame only: a caller's x30 is its own return address (the same frame again)."""
-    from sframekit.core.dwarfcfi import CfiRow
-    from sframekit.core.rules import Rule, RuleKind
+    from sframekit.core.dwarf.rows import CfiRow
+    from sframekit.core.sframe.rules import Rule, RuleKind
     row = CfiRow(Rule(RuleKind.REGISTER, 16, reg=31), {}, "leaf FDE")
     frame = Frame(0x601100, STACK, STACK + 0x40, ra=0x601800, regs={30: 0x601800})
     res = run(frame, A.AARCH64_LE, Mem(), no_module, True, cfi=_cfi_at(row))

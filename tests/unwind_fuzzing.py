@@ -4,8 +4,8 @@ A case is a real core (its modules with SFrame, its memory) with the first threa
 and some words of its stack changed: wild return addresses, pointers to themselves or further
 down the stack, addresses into the program's own code (function starts, middles of
 instructions), zeros, misaligned and unmapped values; sometimes the stack becomes unreadable
-from some address on.  Both walkers run on it (`core.unwind.walk`, one step at a time, and
-`core.ahead.walk`, the GDB hot path), with and without the frame-pointer fallback and the
+from some address on.  Both walkers run on it (`core.unwind.unwinder.walk`, one step at a time, and
+`core.unwind.ahead.walk`, the GDB hot path), with and without the frame-pointer fallback and the
 callee-saved registers.  They may only yield Frames and end with one Stop, within the depth
 limit; anything else is an escape.
 """
@@ -14,9 +14,10 @@ import random
 import time
 import traceback
 
-from sframekit.core import ahead, unwind
-from sframekit.core.backtrace import CoreSession
-from sframekit.core.unwind import Frame, Stop
+from sframekit.core.target.backtrace import CoreSession
+from sframekit.core.unwind import ahead
+from sframekit.core.unwind import unwinder as unwind
+from sframekit.core.unwind.unwinder import Frame, Stop
 
 LIMIT = 64
 WALKERS = (("unwind.walk", unwind.walk), ("ahead.walk", ahead.walk))

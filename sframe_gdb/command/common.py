@@ -3,7 +3,7 @@
 
 import gdb
 
-from ...core.format import MASK64
+from ...core.sframe.format import MASK64
 from .. import arch as archmod
 from ..symbols import INFO_SYMBOL_RE as _INFO_SYMBOL_RE
 from ..symbols import symbol_at
@@ -90,7 +90,7 @@ def frame_arch(frame):
 
 def frame_values(frame, ms, module):
     """[(what, value)] of the selected frame from SFrame (CFA, RA, FP), or a Stop."""
-    from ...core.unwind import frame_from_registers, rule_values
+    from ...core.unwind.unwinder import frame_from_registers, rule_values
     a = frame_arch(frame)
     if a is None:
         return None

@@ -3,7 +3,7 @@
 import gdb
 
 from ...core.errors import ElfError, SFrameError
-from ...core.format import MASK64
+from ...core.sframe.format import MASK64
 from .. import dwarf
 from .common import frame_values, has_registers, is_callers_pc, objfile_name_at, parse_address, symbol_at
 
@@ -39,7 +39,7 @@ rules give there."""
             raise gdb.GdbError("info sframe: internal error: %s: %s" % (type(exc).__name__, exc)) from None
 
     def _table(self):
-        from ...core import describe
+        from ...core.report import describe
         tracker = self.plugin.tracker
         tracker.current()
         mods = list(tracker.modules())
@@ -77,8 +77,8 @@ rules give there."""
                 gdb.write("  %s\n" % m.problem)
 
     def _address(self, arg):
-        from ...core import text
-        from ...core.modules import NotCovered, locate
+        from ...core.report import text
+        from ...core.unwind.modules import NotCovered, locate
         addr = parse_address(arg, "info sframe")
         tracker = self.plugin.tracker
         ms = tracker.current()
@@ -93,8 +93,8 @@ rules give there."""
 
     def _unwinder_lines(self, addr, ms, module):
         """What DWARF CFI GDB has at ADDR, and which unwinder takes a frame there in the current mode."""
-        from ...core.policy import Mode, choose
-        from ...core.unwind import lookup_address
+        from ...core.unwind.policy import Mode, choose
+        from ...core.unwind.unwinder import lookup_address
         at = lookup_address(addr, is_callers_pc(addr))
         note = "" if at == addr else " (at %#x - 1: a caller's frame is looked up at its return address - 1)" % addr
         cfi = ms.cfi_find(module, at)
@@ -113,8 +113,8 @@ rules give there."""
     def _saves(addr, module, match):
         """Where the caller's callee-saved registers are, from the function's code (read through
         GDB: the process's memory, or the executable's sections without a process)."""
-        from ...core import text
-        from ...core.unwind import lookup_address
+        from ...core.report import text
+        from ...core.unwind.unwinder import lookup_address
         at = lookup_address(addr, is_callers_pc(addr))
         if at != addr:
             found = module.index.lookup(at)
@@ -127,7 +127,7 @@ rules give there."""
         return text.saves_lines(module.index, match, read_code, addr, symbol_at)
 
     def _values(self, addr, ms, module):
-        from ...core import text
+        from ...core.report import text
         if not has_registers():
             return []
         frame = gdb.selected_frame()

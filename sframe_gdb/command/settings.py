@@ -19,7 +19,7 @@ to the mode in force before `off` (auto at first); `auto` and `always` set the m
         self.plugin = plugin
 
     def invoke(self, arg, from_tty):
-        from ...core.policy import Mode
+        from ...core.unwind.policy import Mode
         word = arg.strip().lower()
         if word in ("on", "1", "yes", "enable"):
             self.plugin.set_enabled(True)
@@ -77,19 +77,19 @@ off: none (the same as "set sframe off")."""
     show_doc = "Show which frames the SFrame unwinder takes."
 
     def __init__(self, plugin):
-        from ...core.policy import Mode
+        from ...core.unwind.policy import Mode
         super().__init__("sframe mode", gdb.COMMAND_STACK, gdb.PARAM_ENUM, Mode.names())
         self.plugin = plugin
         self.value = plugin.mode.value
         _MODE_PARAMETERS.append(self)
 
     def get_set_string(self):
-        from ...core.policy import Mode
+        from ...core.unwind.policy import Mode
         self.plugin.set_mode(Mode(self.value))
         return ""
 
     def get_show_string(self, svalue):
-        from ...core.policy import Mode
+        from ...core.unwind.policy import Mode
         return _mode_text(Mode(svalue))
 
 

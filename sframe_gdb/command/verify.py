@@ -4,7 +4,7 @@ import re
 
 import gdb
 
-from ...core.format import MASK64
+from ...core.sframe.format import MASK64
 from .. import dwarf
 from ..arch import reg_int
 from .common import flush_frames, frame_arch, has_registers
@@ -70,7 +70,7 @@ Prints each disagreement and two summary lines:
         self.plugin = plugin
 
     def invoke(self, arg, from_tty):
-        from ...core import verify as verifymod
+        from ...core.checks import against_debugger as verifymod
         steps, max_frames = self._parse(arg)
         if not has_registers():
             raise gdb.GdbError("sframe verify: the program has no stack (run it, attach or load a core file).")
@@ -139,7 +139,7 @@ Prints each disagreement and two summary lines:
         return steps, max_frames
 
     def _walk(self, max_frames, ours):
-        from ...core import verify as verifymod
+        from ...core.checks import against_debugger as verifymod
         frames = []
         f = gdb.newest_frame()
         while f is not None and len(frames) < max_frames:
@@ -178,8 +178,8 @@ Prints each disagreement and two summary lines:
         return out
 
     def _check(self, stop, max_frames):
-        from ...core import verify as verifymod
-        from ...core.policy import Mode
+        from ...core.checks import against_debugger as verifymod
+        from ...core.unwind.policy import Mode
         plugin = self.plugin
         was = plugin.mode
         on = dwarf.enabled()

@@ -1,0 +1,1 @@
+"""The `sframe` command line."""

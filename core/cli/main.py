@@ -1,0 +1,181 @@
+"""The `sframe` command: dump, lookup and backtrace without a debugger."""
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+from .. import __version__
+from ..errors import ElfError, ProcessError, SFrameError
+
+
+def _image(path):
+    from ..elf.image import ElfImage
+    img = ElfImage(path)
+    img.require_sframe()
+    return img
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from ..report.dump import dump_file
+    sys.stdout.write(dump_file(args.file))
+    return 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    from ..elf.image import parse_address
+    from ..report.text import lookup_lines
+    from ..unwind.modules import ModuleSet, NotCovered, locate
+    img = _image(args.file)
+    try:
+        addr = parse_address(args.addr, img)
+    except ValueError as exc:
+        raise ElfError("%s: %s" % (args.file, exc)) from None
+    modules = ModuleSet()
+    sf = img.sframe
+    modules.add(args.file, args.file, loader=lambda: (sf.data, sf.address, sf.name))
+    try:
+        module, match = locate(modules, addr, lambda _addr: args.file, "file")
+    except NotCovered as exc:
+        raise ElfError(str(exc)) from None
+    extra = []
+    if args.registers:
+        from ..report.text import saves_lines
+        extra = saves_lines(module.index, match, img.file_bytes, symbolize=img.symbolize)
+    lines = lookup_lines(addr, module, match, img.symbolize(match.fde.start), extra)
+    where = img.placement(addr)
+    if where:
+        lines[0] += " (%s)" % where
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_backtrace(args: argparse.Namespace) -> int:
+    from ..target.backtrace import backtrace_core, backtrace_process
+    common = dict(all_threads=args.all_threads, out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback,
+                  registers=args.registers, cfi=args.eh_frame, as_json=args.json)
+    if args.pid is not None:
+        if args.core is not None or args.exe or args.sysroot:
+            raise UsageError("-p PID reads a running process: give no core file, --exe or --sysroot with it")
+        return backtrace_process(args.pid, **common)
+    if args.core is None:
+        raise UsageError("give a core file, or -p PID for a running process")
+    return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, **common)
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out as given (exit status 2, as argparse's own)."""
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0: every comparable rule agrees; 1: a disagreement; 2: a usage or file error."""
+    import json
+
+    from ..checks.against_cfi import DISAGREE, check_file, failed, summary_lines
+    try:
+        report = check_file(args.file, function=args.function)
+    except (ElfError, SFrameError, ImportError) as exc:
+        print("sframe: %s" % exc, file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report.as_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        shown = 0
+        for f in report.findings:
+            if args.max is not None and f.kind == DISAGREE and shown >= args.max:
+                continue
+            shown += f.kind == DISAGREE
+            print(f)
+        if args.max is not None and shown < sum(f.kind == DISAGREE for f in report.findings):
+            print("(more disagreements not shown: --max %d)" % args.max)
+        print("\n".join(summary_lines(report)))
+    return 1 if failed(report) else 0
+
+
+def package_dir() -> str:
+    """The directory imported as the package `sframekit`: the checkout, or the installed copy."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cmd_gdbinit(args: argparse.Namespace) -> int:
+    print("source %s" % os.path.join(package_dir(), "sframe_gdb", "load.py"))
+    return 0
+
+
+def cmd_lldbinit(args: argparse.Namespace) -> int:
+    print("command script import %s" % os.path.join(package_dir(), "lldb_plugin"))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sframe", description="Read SFrame stack-trace sections (.sframe) without a debugger.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)   # --version unwrapped
+    p.add_argument("--version", action="version", version="sframe-gdb %s (%s)" % (__version__, package_dir()))
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="print the SFrame section like binutils 2.47's readelf --sframe")
+    d.add_argument("file")
+    d.set_defaults(func=cmd_dump)
+    lk = sub.add_parser("lookup", help="show the FDE, FRE and recovery rules covering an address")
+    lk.add_argument("file")
+    lk.add_argument("addr", help="hex (0x...), decimal, or symbol[+offset]")
+    lk.add_argument("--registers", "-r", action="store_true",
+                    help="also where the callee-saved registers are (from the function's code)")
+    lk.set_defaults(func=cmd_lookup)
+    bt = sub.add_parser("backtrace", aliases=["bt"], help="unwind the threads of an ELF core file or of a running "
+                        "process with SFrame",
+                        description="Unwind the threads of an ELF core file, or of a running process (-p: its "
+                        "threads are stopped with ptrace while they are read, then go on), with SFrame; where no "
+                        "SFrame covers a PC, with the module's DWARF CFI (.eh_frame, .debug_frame) unless "
+                        "--no-eh-frame.")
+    bt.add_argument("core", nargs="?", help="the core file (not with -p)")
+    bt.add_argument("-p", "--pid", type=int, help="a running process instead of a core file")
+    bt.add_argument("--exe", help="the executable, if the core's file list does not lead to it")
+    bt.add_argument("--sysroot", help="prefix for the paths of mapped files")
+    bt.add_argument("--all-threads", action="store_true", help="every thread, not only the first")
+    bt.add_argument("--fp-fallback", action="store_true",
+                    help="continue by the frame-pointer chain through code without SFrame")
+    bt.add_argument("--max", "--limit", dest="limit", type=int, default=100000, metavar="N",
+                    help="at most N frames per thread")
+    bt.add_argument("--eh-frame", action=argparse.BooleanOptionalAction, default=True,
+                    help="where no SFrame covers a PC, unwind by the module's DWARF CFI, marked [DWARF CFI] "
+                    "(default: on; --no-eh-frame stops there, to see SFrame's coverage alone)")
+    bt.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    bt.add_argument("--registers", "-r", action="store_true",
+                    help="print each frame's callee-saved registers (callers: those the function's code proves)")
+    bt.set_defaults(func=cmd_backtrace)
+    ck = sub.add_parser("check", help="compare the SFrame section with the file's DWARF CFI at every address",
+                        description="Compare what the SFrame section and the DWARF CFI (.eh_frame, .debug_frame) "
+                        "of the same file say at every address of every function: CFA, return address, frame "
+                        "pointer; and which functions each covers.  Exit status: 0 when everything comparable "
+                        "agrees, 1 on a disagreement, 2 on a usage or file error.")
+    ck.add_argument("file")
+    ck.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    ck.add_argument("--function", metavar="NAME", help="only this function (as the findings name it)")
+    ck.add_argument("--max", type=int, metavar="N", help="print at most N disagreements (all are counted)")
+    ck.set_defaults(func=cmd_check)
+    gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
+    gi.set_defaults(func=cmd_gdbinit)
+    li = sub.add_parser("lldbinit", help="print the line that loads this copy into LLDB (for ~/.lldbinit)")
+    li.set_defaults(func=cmd_lldbinit)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ElfError, SFrameError, ImportError, ProcessError) as exc:   # ImportError: pyelftools missing
+        print("sframe: %s" % exc, file=sys.stderr)
+        return 1
+    except UsageError as exc:
+        print("sframe: %s" % exc, file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Just enough of the AArch64 (A64) instruction set for the save-slot analysis (core.saves.analysis).
+
+Every A64 instruction is one 32-bit little-endian word (also in big-endian processes), so walking
+a function needs no measuring; what matters is recognising, conservatively, what each word does
+to the analysis: stores and loads of registers relative to SP or the frame pointer (STP/LDP,
+STR/LDR in their offset, pre- and post-indexed forms), every way SP can change, and the control
+flow (branches, calls, returns).  Anything not recognised is an ordinary instruction that neither
+saves a register nor moves SP; every encoding that can write SP is recognised as doing so, and an
+unknown word of the branch group counts as a jump that may go anywhere.
+"""
+
+from typing import Optional
+
+from .flow import Flow, Op
+
+SP, FP = 31, 29
+
+
+def _sext(value, bits):
+    return value - (1 << bits) if value >> (bits - 1) & 1 else value
+
+
+def decode(word: int, addr: int) -> Op:
+    """The Op of one instruction word at addr."""
+    op = _branch(word, addr)
+    if op is None:
+        if (word >> 27) & 7 == 0b101 and (word >> 25) & 1 == 0:
+            op = _pair(word, addr)
+        elif (word >> 27) & 7 == 0b111 and (word >> 25) & 1 == 0:
+            op = _single(word, addr)
+        elif _other_sp_writeback(word):
+            op = Op(addr, 4, sp=None)
+        else:
+            op = _data(word, addr)
+    writes = _writes(word)
+    return op._replace(writes=writes) if writes else op
+
+
+def _other_sp_writeback(word):
+    """Loads and stores outside the pair and single-register forms that write their base back,
+    with SP as the base: SIMD structure loads/stores (post-index), memory-tag stores, LDRAA/LDRAB."""
+    if (word >> 5) & 31 != SP:
+        return False
+    return (word & 0xBF800000 in (0x0C800000, 0x0D800000)              # LD1/ST1... post-index
+            or word >> 24 == 0xD9 and (word >> 10) & 1                 # STG, STZG, ST2G, STZ2G pre/post-index
+            or word & 0xFF200C00 == 0xF8200C00)                        # LDRAA/LDRAB with writeback
+
+
+def _writes(word):
+    """The general registers (0-30) an instruction may write besides the loads Op.loads places."""
+    rd = word & 31
+    op0 = (word >> 25) & 0xF
+    out = ()
+    if op0 in (0b1000, 0b1001, 0b0101, 0b1101, 0b0010, 0b0000):
+        out = (rd,)                                 # data processing (immediate, register); SVE, SME
+    elif op0 in (0b0111, 0b1111):                   # SIMD and floating point: a general register only from
+        if word & 0x5F20FC00 == 0x1E200000 or word & 0x9FE08400 == 0x0E000400 and (word >> 11) & 0xF in (5, 7):
+            out = (rd,)                             # conversions to an integer, FMOV to general, SMOV/UMOV
+    elif op0 & 0b0101 == 0b0100:                    # loads and stores
+        if word & 0x3F000000 == 0x08000000:
+            out = (rd, (word >> 16) & 31, (word >> 10) & 31)   # exclusives and CAS: Rt, Rs, Rt2
+        elif word & 0x3B000000 == 0x18000000 and not (word >> 26) & 1:
+            out = (rd,)                             # LDR (literal)
+        elif (word >> 27) & 7 == 0b111 and (word >> 24) & 3 == 0 and (word >> 21) & 1 and not (word >> 10) & 3:
+            out = (rd,) if not (word >> 26) & 1 else ()        # atomics (LDADD, SWP, ...)
+        elif word & 0xFF200400 == 0xF8200400:
+            out = (rd,)                             # LDRAA/LDRAB
+    elif op0 in (0b1010, 0b1011) and word & 0xFFF00000 in (0xD5300000, 0xD5280000):
+        out = (rd,)                                 # MRS, SYSL
+    return tuple(r for r in out if r != 31)
+
+
+def _branch(word, addr):
+    if word & 0xFC000000 == 0x14000000:                       # B
+        return Op(addr, 4, Flow.JUMP, target=addr + 4 * _sext(word & 0x3FFFFFF, 26))
+    if word & 0xFC000000 == 0x94000000:                       # BL
+        return Op(addr, 4, Flow.CALL, target=addr + 4 * _sext(word & 0x3FFFFFF, 26))
+    if word & 0xFF000000 == 0x54000000 or word & 0x7E000000 == 0x34000000:    # B.cond, BC.cond, CBZ/CBNZ
+        return Op(addr, 4, Flow.BRANCH, target=addr + 4 * _sext((word >> 5) & 0x7FFFF, 19))
+    if word & 0x7E000000 == 0x36000000:                       # TBZ/TBNZ
+        return Op(addr, 4, Flow.BRANCH, target=addr + 4 * _sext((word >> 5) & 0x3FFF, 14))
+    if word & 0xFE000000 == 0xD6000000:                       # branch to register
+        opc = (word >> 21) & 0xF
+        if opc in (0b0001, 0b1001):
+            return Op(addr, 4, Flow.CALL)                     # BLR, BLRAAZ, BLRAA, BLRAB
+        if opc in (0b0000, 0b1000):
+            return Op(addr, 4, Flow.INDIRECT)                 # BR, BRAA...: a jump table or a tail call
+        if opc in (0b0010, 0b0100, 0b0101):
+            return Op(addr, 4, Flow.STOP)                     # RET (RETAA, RETAB), ERET, DRPS
+        return Op(addr, 4, Flow.INDIRECT_OR_NEXT)
+    if word & 0xFFE0001F == 0xD4200000 or word >> 16 == 0:    # BRK, UDF
+        return Op(addr, 4, Flow.STOP)
+    if (word >> 26) & 7 == 0b101 and word & 0xFFC00000 != 0xD5000000 and word & 0xFF000000 != 0xD4000000:
+        # Another branch of this group (a newer extension's): it may go anywhere, or on.
+        return Op(addr, 4, Flow.INDIRECT_OR_NEXT)
+    return None
+
+
+def _pair(word, addr):
+    """Load/store register pair: STP/LDP (X and SIMD&FP registers), STNP/LDNP."""
+    opc, vector, index, load = word >> 30, (word >> 26) & 1, (word >> 23) & 3, (word >> 22) & 1
+    rt, rn, rt2 = word & 31, (word >> 5) & 31, (word >> 10) & 31
+    if vector:
+        scale = {0: 4, 1: 8, 2: 16}.get(opc)
+        regs = (64 + rt, 64 + rt2)                  # D registers: the callee-saved halves (d8-d15)
+    else:
+        scale = {0: 4, 1: 4 if load else 16, 2: 8}.get(opc)    # opc 1: LDPSW, STGP (tag granules)
+        regs = (rt, rt2)
+    if scale is None:
+        return Op(addr, 4)
+    imm = _sext((word >> 15) & 0x7F, 7) * scale
+    off = 0 if index == 1 else imm                 # post-index: the address is the old base
+    delta = imm if index in (1, 3) else 0          # pre/post-index write the base back
+    if scale != 8:
+        off = None                                 # not a whole 8-byte register: not a save it can place
+    return _memory(addr, rn, regs, off, scale, load, delta)
+
+
+def _single(word, addr):
+    """Load/store register (unsigned offset, unscaled, pre- and post-indexed, register offset)."""
+    size, vector, kind, opc = word >> 30, (word >> 26) & 1, (word >> 24) & 3, (word >> 22) & 3
+    rt, rn = word & 31, (word >> 5) & 31
+    eight = size == 3 and opc in (0, 1)            # STR/LDR of a whole X or D register
+    regs = (64 + rt,) if vector else (rt,)
+    load = 1 if not vector and opc >= 2 else opc & 1   # opc 2/3 of X forms: prefetch, sign-extending loads
+    if kind == 1:                                  # unsigned 12-bit offset
+        off = ((word >> 10) & 0xFFF) * (1 << (size if not vector or opc < 2 else 4))
+        return _memory(addr, rn, regs, off if eight else None, 8, load, 0)
+    if kind != 0:
+        return Op(addr, 4)
+    if (word >> 21) & 1:                           # register offset: an address the analysis cannot place
+        return _memory(addr, rn, regs, None, 8, load, 0)
+    imm, idx = _sext((word >> 12) & 0x1FF, 9), (word >> 10) & 3
+    off = {1: 0, 3: imm}.get(idx, imm)             # post-index: the old base; pre-index and unscaled: base + imm
+    return _memory(addr, rn, regs, off if eight else None, 8, load, imm if idx in (1, 3) else 0)
+
+
+def _memory(addr, rn, regs, off, size, load, delta):
+    """An Op for a load or store of `regs` at [rn + off] (off None: not a whole register at a
+    constant offset), with rn += delta."""
+    sp = delta if rn == SP else 0
+    places = tuple((r, rn, None if off is None else off + k * size) for k, r in enumerate(regs))
+    if load:
+        return Op(addr, 4, loads=places, sp=sp)
+    return Op(addr, 4, stores=places, sp=sp)
+
+
+def _data(word, addr):
+    """Data processing: the ways to write SP, and x29 = SP + imm."""
+    rd, rn = word & 31, (word >> 5) & 31
+    if (word >> 23) & 0x3F == 0b100010 and not (word >> 29) & 1:       # ADD/SUB (immediate), not ADDS/SUBS
+        imm = ((word >> 10) & 0xFFF) << (12 if (word >> 22) & 1 else 0)
+        if (word >> 30) & 1:
+            imm = -imm
+        if not word >> 31:                                            # 32-bit: writes WSP, not SP
+            return Op(addr, 4, sp=None) if rd == SP else Op(addr, 4)
+        if rd == SP:
+            if rn == SP:
+                return Op(addr, 4, sp=imm)
+            if rn == FP:
+                return Op(addr, 4, sp=None, sp_from_fp=imm)
+            return Op(addr, 4, sp=None)
+        if rd == FP and rn == SP:
+            return Op(addr, 4, fp_from_sp=imm)
+        return Op(addr, 4)
+    if rd == SP and (_extended_add(word) or _logical_imm(word) or (word >> 23) & 0x3F == 0b100011
+                     or word & 0xFFA0F000 in (0x04205000, 0x04605000) or word & 0x3FE0E000 == 0x1A002000):
+        # ADD/SUB (extended register), AND/ORR/EOR #imm, ADDG/SUBG, ADDVL/ADDPL/ADDSVL/ADDSPL, ADDPT/SUBPT
+        return Op(addr, 4, sp=None)
+    return Op(addr, 4)
+
+
+def _extended_add(word):
+    return (word >> 24) & 0x1F == 0b01011 and (word >> 21) & 1 and not (word >> 29) & 1
+
+
+def _logical_imm(word):
+    return (word >> 23) & 0x3F == 0b100100 and (word >> 29) & 3 != 3
+
+
+def words(code: bytes, start: int) -> Optional[list]:
+    """The Ops of a function's code (little-endian words), or None if its size is not whole words."""
+    if len(code) % 4:
+        return None
+    return [decode(int.from_bytes(code[k:k + 4], "little"), start + k) for k in range(0, len(code), 4)]

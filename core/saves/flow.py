@@ -1,0 +1,154 @@
+"""Where a function has put each callee-saved register, at every instruction: a forward data-flow
+analysis over the function's control-flow graph.
+
+The instruction decoders of the fixed-layout ISAs (core.saves.a64insn; s390x) turn each instruction
+into an `Op`: its stores and loads of registers relative to SP or the frame pointer, how it moves
+SP, and where control goes next.  `analyse` then follows every path from the function's entry:
+
+- a register is UNCHANGED until a store saves it, then SAVED at the slot the store wrote
+  (CFA-relative), until a load from that slot restores it; an instruction that may write it
+  while it is UNCHANGED (a move, a load from elsewhere: code that keeps it in another register, or
+  does not preserve it) makes it UNKNOWN;
+- SP relative to the CFA comes from SFrame where the CFA is SP-based, and is followed through
+  the instructions elsewhere; where both are known and differ (CFI written late), from neither;
+- where paths meet with different answers, the answer is UNKNOWN; a store that cannot be placed
+  (SP not known, a register base) of a register still unchanged makes it UNKNOWN too.
+
+An indirect jump (a jump table) may land anywhere in the function where SFrame's CFA allows it:
+its state flows into each such instruction.  Code no path from the entry reaches gets no answer.
+"""
+
+import enum
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+
+class Flow(enum.Enum):
+    NEXT = 0        # falls through
+    BRANCH = 1      # conditional: falls through or goes to target
+    JUMP = 2        # goes to target only (outside the function: a tail call)
+    CALL = 3        # returns to the next instruction
+    INDIRECT = 4    # a jump through a register: anywhere in the function (or a tail call)
+    STOP = 5        # return, trap: no successor in the function
+    INDIRECT_OR_NEXT = 6   # a conditional jump through a register
+
+
+class Op(NamedTuple):
+    addr: int
+    length: int
+    flow: Flow = Flow.NEXT
+    target: Optional[int] = None
+    stores: Tuple[Tuple[int, int, Optional[int]], ...] = ()   # (DWARF reg, base reg, offset or None)
+    loads: Tuple[Tuple[int, int, Optional[int]], ...] = ()
+    sp: Optional[int] = 0             # SP += this afterwards; None: SP gets a value not followed here
+    sp_from_fp: Optional[int] = None  # with sp None: SP = FP + this
+    fp_from_sp: Optional[int] = None  # FP = SP + this (informational)
+    writes: Tuple[int, ...] = ()      # DWARF registers it may write otherwise (over-approximated)
+    writes_all: bool = False          # it may write any register (an instruction executed by EXRL)
+
+
+UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), or UNKNOWN
+
+
+class State(NamedTuple):
+    sp: Optional[int]           # CFA - SP, None if not known
+    regs: Tuple[object, ...]    # per tracked register: None, CFA offset, or UNKNOWN
+
+
+def _meet(a: State, b: State) -> State:
+    if a == b:
+        return a
+    sp = a.sp if a.sp == b.sp else None
+    regs = tuple(x if x == y else UNKNOWN for x, y in zip(a.regs, b.regs))
+    return State(sp, regs)
+
+
+# rules_at(addr) -> (CFA - SP or None, CFA - FP or None): what SFrame says at an instruction.
+RulesAt = Callable[[int], Tuple[Optional[int], Optional[int]]]
+
+
+def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, entry_sp: int,
+            rules_at: RulesAt) -> Tuple[List[Optional[State]], Optional[str]]:
+    """(the state before each op, None where no path reaches it; or an error text)."""
+    n = len(ops)
+    where = {op.addr: k for k, op in enumerate(ops)}
+    slot_of = {r: k for k, r in enumerate(regs)}
+    states: List[Optional[State]] = [None] * n
+    sframe = [rules_at(op.addr) for op in ops]
+    for op in ops:
+        if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and ops[0].addr <= op.target \
+                and op.target < ops[-1].addr + ops[-1].length and op.target not in where:
+            return states, "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
+    states[0] = State(entry_sp, (None,) * len(regs))
+    work = [0]
+    queued = {0}
+    while work:
+        k = work.pop()
+        queued.discard(k)
+        state = states[k]
+        assert state is not None
+        op = ops[k]
+        out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
+        succ = []
+        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and k + 1 < n:
+            succ.append(k + 1)
+        if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
+            succ.append(where[op.target])
+        if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+            # Anywhere SFrame does not rule out: where the CFA is SP-based, only instructions
+            # with this SP (a jump table's targets; a tail call's SP matches none of the body).
+            succ.extend(j for j in range(n) if sframe[j][0] is None or out.sp is None or sframe[j][0] == out.sp)
+        for j in succ:
+            old = states[j]
+            new = out if old is None else _meet(old, out)
+            if new != old:
+                states[j] = new
+                if j not in queued:
+                    queued.add(j)
+                    work.append(j)
+    return states, None
+
+
+def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int) -> State:
+    cfa_sp, cfa_fp = sframe
+    if cfa_sp is not None and state.sp is not None and cfa_sp != state.sp:
+        sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
+    else:
+        sp = cfa_sp if cfa_sp is not None else state.sp
+    regs = list(state.regs)
+
+    def place(base, off):
+        slot = None
+        if off is None:
+            return None
+        if base == sp_reg and sp is not None:
+            slot = off - sp
+        elif base == fp_reg and cfa_fp is not None:
+            slot = off - cfa_fp
+        return slot if slot is not None and slot < 0 else None    # a save lies below the CFA
+    for reg, base, off in op.stores:
+        k = slot_of.get(reg)
+        if k is not None and regs[k] is None:
+            slot = place(base, off)
+            regs[k] = UNKNOWN if slot is None else slot
+    for reg, base, off in op.loads:
+        k = slot_of.get(reg)
+        if k is None:
+            continue
+        if isinstance(regs[k], int) and place(base, off) == regs[k]:
+            regs[k] = None                       # restored from its slot
+        elif regs[k] is None:
+            regs[k] = UNKNOWN                    # loaded from elsewhere while not saved
+    for reg in op.writes:
+        k = slot_of.get(reg)
+        if k is not None and regs[k] is None:
+            regs[k] = UNKNOWN                    # changed while not saved: not the caller's any more
+    if op.writes_all:
+        regs = [UNKNOWN if r is None else r for r in regs]
+    if op.sp is None:
+        if op.sp_from_fp is not None and cfa_fp is not None:
+            sp = cfa_fp - op.sp_from_fp          # SP = FP + imm: CFA - SP = (CFA - FP) - imm
+        else:
+            sp = None
+    elif op.sp and sp is not None:
+        sp -= op.sp
+    return State(sp, tuple(regs))

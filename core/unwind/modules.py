@@ -1,0 +1,231 @@
+"""The set of loaded modules with SFrame, and PC -> module lookup, shared by both debugger adapters.
+
+Adapters say which files are loaded and with which bias (`add`/`remove`/`clear`); the SFrame
+index of each is built lazily, on the first `find` after the module set changed.  Modules
+without SFrame are remembered as such and cost nothing afterwards.  `find(pc)` is a bisect over
+the text ranges the indexes cover, so a PC outside every SFrame range is declined at once.
+"""
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..dwarf.coverage import CfiIndex, CfiRange
+from ..errors import ElfError, EmptySFrameError, NoSFrameError, SFrameError
+from ..sframe.index import SFrameIndex
+
+
+@dataclass
+class Module:
+    key: object                 # the adapter's identity for it (objfile, module UUID/path, ...)
+    path: str
+    bias: object = None         # int, or a callable returning it (computed when first needed)
+    image: object = None        # core.elf.image.ElfImage, when the file had to be parsed
+    index: Optional[SFrameIndex] = None
+    error: Optional[str] = None   # why it has no usable SFrame
+    range: tuple = (0, 0)
+    extra: dict = field(default_factory=dict)
+    loader: object = None       # optional: () -> (section bytes, load address, section name)
+    section_name: Optional[str] = None   # where the SFrame data came from, once loaded
+    section_addr: Optional[int] = None   # its load address
+    cfi_loader: object = None   # optional: () -> [core.dwarf.coverage.CfiSection] of the file, as loaded
+    cfi: Optional[CfiIndex] = None       # which addresses DWARF CFI covers, built on first use
+    failure: Optional[Exception] = None  # what made it unusable (an SFrameError: a malformed section)
+    no_sframe: bool = False     # the file has no SFrame section, or an empty one (error says so)
+    empty_sframe: bool = False  # ... an empty one
+
+    @property
+    def unusable(self) -> bool:
+        """It has an SFrame section that cannot be used (not merely none)."""
+        return self.index is None and bool(self.error) and not self.no_sframe
+
+    @property
+    def problem(self) -> str:
+        """Why the module has no usable SFrame, naming its file once."""
+        error = self.error or ""
+        return error if error.startswith(self.path + ":") else "%s: %s" % (self.path, error)
+
+    @property
+    def load_bias(self) -> int:
+        if callable(self.bias):
+            self.bias = self.bias()
+        return int(self.bias or 0)   # type: ignore[call-overload]
+
+
+class ModuleSet:
+    def __init__(self, log: Optional[Callable[[str], None]] = None):
+        self._modules: Dict[object, Module] = {}
+        self._pending: List[Module] = []
+        self._ranges: List[tuple] = []       # sorted (lo, hi, id, module)
+        self._los: List[int] = []
+        self.log = log or (lambda msg: None)
+
+    def add(self, key: object, path: str, bias: object = None, loader: Optional[Callable[[], tuple]] = None,
+            cfi_loader: Optional[Callable[[], list]] = None, **extra) -> Module:
+        """Record a loaded file; its index is built on first use.  Re-adding a key replaces it.
+
+        By default the SFrame section is read from the file at `path` and placed at its link-time
+        address plus `bias`.  A debugger that already knows where the section is loaded can pass
+        `loader` instead (bytes and load address from the debugger's own view of memory: no file
+        is parsed); if the loader raises, the file is used.  Likewise `cfi_loader` for the file's
+        DWARF CFI (see cfi_find).
+        """
+        self.remove(key)
+        m = Module(key, path, bias, extra=extra, loader=loader, cfi_loader=cfi_loader)
+        self._modules[key] = m
+        self._pending.append(m)
+        return m
+
+    def remove(self, key: object) -> None:
+        m = self._modules.pop(key, None)
+        if m is not None:
+            if m in self._pending:
+                self._pending.remove(m)
+            self._rebuild_ranges()
+
+    def clear(self) -> None:
+        self._modules.clear()
+        self._pending.clear()
+        self._ranges = []
+        self._los = []
+
+    def __iter__(self):
+        self._load_pending()
+        return iter(list(self._modules.values()))
+
+    def _section(self, m):
+        if m.loader is not None:
+            try:
+                return m.loader()
+            except ElfError:      # the file itself says no: reading it again would not help
+                raise
+            except Exception as exc:
+                self.log("%s: %s; reading the file instead" % (m.path, exc))
+        from ..elf.image import ElfImage  # pyelftools only when the file must be parsed (its import is slow)
+        m.image = ElfImage(m.path)
+        sf = m.image.require_sframe()
+        return sf.data, sf.address + m.load_bias, sf.name
+
+    def _load(self, m):
+        try:
+            data, m.section_addr, m.section_name = self._section(m)
+            m.index = SFrameIndex(data, m.section_addr)
+            if len(m.index):
+                m.range = m.index.text_range()
+        except (ElfError, SFrameError, OSError) as exc:
+            m.error = str(exc)
+            m.failure = exc.with_traceback(None)      # the error, not the frames (and data) it was raised in
+            m.index = None
+            m.no_sframe = isinstance(exc, NoSFrameError)
+            m.empty_sframe = isinstance(exc, EmptySFrameError)
+            self.log(m.problem)
+        except Exception as exc:   # the bias callback is adapter code: report, never propagate
+            m.error = "cannot load: %s" % exc
+            m.index = None
+            self.log(m.problem)
+
+    def _load_pending(self):
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for m in pending:
+                self._load(m)
+            self._rebuild_ranges()
+
+    def _rebuild_ranges(self):
+        self._ranges = sorted((m.range[0], m.range[1], id(m), m) for m in self._modules.values()
+                              if m.index is not None and m.range[1] > m.range[0])
+        self._los = [r[0] for r in self._ranges]
+
+    def find(self, pc: int) -> Optional[Tuple[SFrameIndex, Module]]:
+        """(SFrameIndex, Module) whose text range holds pc, or None."""
+        if self._pending:
+            self._load_pending()
+        i = bisect.bisect_right(self._los, pc) - 1
+        while i >= 0:
+            lo, hi, _, m = self._ranges[i]
+            if pc < hi:
+                return m.index, m
+            i -= 1
+            if i >= 0 and self._ranges[i][1] <= lo:
+                break
+        return None
+
+    def cfi_find(self, module: Module, pc: int) -> Optional[CfiRange]:
+        """The DWARF CFI range (core.dwarf.coverage.CfiRange) of `module` covering pc, or None.  The coverage
+        index is built on first use, from the adapter's cfi_loader or else from the file; a file
+        or section that cannot be read counts as no CFI (and is logged)."""
+        if module.cfi is None:
+            module.cfi = CfiIndex(lambda: self._cfi_sections(module), self.log)
+        return module.cfi.find(pc)
+
+    def _cfi_sections(self, m):
+        try:
+            if m.cfi_loader is not None:
+                return m.cfi_loader()
+            from ..elf.image import ElfImage
+            return (m.image or ElfImage(m.path)).cfi_sections(m.load_bias)
+        except Exception as exc:       # a missing file, or adapter code: report, never propagate
+            self.log("%s: cannot read its DWARF CFI: %s" % (m.path, exc))
+            return []
+
+    def by_path(self, path: str) -> Optional[Module]:
+        self._load_pending()
+        for m in self._modules.values():
+            if m.path == path:
+                return m
+        return None
+
+    def with_sframe(self) -> List[Module]:
+        self._load_pending()
+        return [m for m in self._modules.values() if m.index is not None]
+
+
+def finder(modules: ModuleSet, owner: Callable[[int], Optional[str]]):
+    """core.unwind.unwinder's `find(pc)` over `modules`, for a debugger-free walk.  A PC in a file whose
+    SFrame section is malformed (`owner(pc)` names the file holding a PC) raises that section's
+    SFrameError: the walk then ends on "malformed SFrame section at byte offset N: rule", which
+    is why, not on "no SFrame information"."""
+    def find(pc: int):
+        found = modules.find(pc)
+        if found is None:
+            path = owner(pc)
+            m = modules.by_path(path) if path else None
+            if m is not None and isinstance(m.failure, SFrameError):
+                raise SFrameError(m.failure.offset, m.failure.rule)     # a new one: no traceback piles up
+        return found
+    return find
+
+
+class NotCovered(LookupError):
+    """No SFrame covers an address; str() says why, in the one wording every front end prints."""
+
+
+def locate(modules: ModuleSet, addr: int, owner: Optional[Callable[[int], Optional[str]]] = None,
+           noun: str = "module"):
+    """(Module, Match) of the SFrame data covering a load address, or raises NotCovered saying why.
+
+    `owner(addr)` names the loaded file holding addr (None: no loaded file does), which only the
+    debugger knows for files without SFrame; `noun` is what the debugger calls a loaded file.
+    """
+    head = "No SFrame information covers %#x: " % addr
+    found = modules.find(addr)
+    if found is None:
+        path = owner(addr) if owner is not None else None
+        if path is None:
+            raise NotCovered(head + "it is not in any loaded %s." % noun)
+        m = modules.by_path(path)
+        if m is not None and m.index is not None:
+            raise NotCovered(head + "it lies outside the SFrame range of %s." % path)
+        if m is not None and m.unusable:
+            raise NotCovered(head + "the SFrame section of %s cannot be used: %s" % (path, m.error))
+        if m is not None and m.empty_sframe:
+            raise NotCovered(head + "the .sframe section of %s is empty (no SFrame data)." % path)
+        raise NotCovered(head + "%s has no .sframe section." % path)
+    index, module = found
+    try:
+        match = index.lookup(addr)
+    except SFrameError as exc:
+        raise NotCovered("%s: %s" % (module.path, exc)) from None
+    if match is None:
+        raise NotCovered(head + "no FDE of %s's .sframe contains it." % module.path)
+    return module, match
