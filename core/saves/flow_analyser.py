@@ -1,0 +1,78 @@
+"""The save-slot analyser of the fixed-length ISAs (AArch64, s390x): their instructions decoded
+into `flow.Op`s, followed by core.saves.flow from the function's entry."""
+
+import bisect
+from typing import Dict, List, Optional
+
+from ..sframe import format as F
+from . import a64insn, flow, s390insn
+from .save import UNCHANGED, Plan, Save, SaveKind, fp_offset, function_code, sp_offset, unknown
+
+
+class FlowFunction:
+    """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
+
+    def decode(self, code: bytes, start: int) -> Optional[List[flow.Op]]:
+        raise NotImplementedError
+
+    def __init__(self, abi, index, fde, read_code):
+        self.abi = abi
+        self.regs = [r for r in abi.callee_saved if r != abi.fp]
+        self.fde = fde
+        self.failed: Optional[str] = None
+        self.plans: Dict[int, Plan] = {}
+        self.states: List[Optional[flow.State]] = []
+        self.starts: List[int] = []
+        code = function_code(fde, read_code)
+        if code is None:
+            self.failed = "the function's code at %#x cannot be read" % fde.start
+            return
+        ops = self.decode(code, fde.start)
+        if not ops:
+            self.failed = "the function's size is not whole instructions"
+            return
+        rows = index.rows(fde)
+        starts = [r[0] for r in rows]
+        if not rows or rows[0][0] != fde.start or sp_offset(abi, rows[0][1]) != abi.entry_cfa_offset:
+            self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % abi.entry_cfa_offset
+            return
+
+        def rules_at(addr):
+            k = bisect.bisect_right(starts, addr) - 1
+            rules = rows[k][1] if k >= 0 else None
+            return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
+        self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
+        self.starts = [op.addr for op in ops]
+
+    def at(self, match) -> Dict[int, Save]:
+        if self.failed:
+            bad = unknown(self.failed)
+            return {r: bad for r in self.regs}
+        fde, pc = self.fde, match.pc
+        if fde.pc_type is F.PCType.MASK and fde.block_size:
+            pc = fde.start + (pc - fde.start) % fde.block_size
+        k = bisect.bisect_right(self.starts, pc) - 1
+        state = self.states[k] if k >= 0 else None
+        if state is None:
+            bad = unknown("no path from the function's entry reaches %#x" % pc)
+            return {r: bad for r in self.regs}
+        out = {}
+        for reg, where in zip(self.regs, state.regs):
+            if where is None:
+                out[reg] = UNCHANGED
+            elif where == flow.UNKNOWN:
+                out[reg] = unknown("saved differently on different paths, or where this analysis cannot place it")
+            else:
+                out[reg] = Save(SaveKind.SAVED, where)  # type: ignore[arg-type]  # an int: CFA offset
+        return out
+
+
+class A64Function(FlowFunction):
+    def decode(self, code, start):
+        return a64insn.words(code, start)
+
+
+class S390Function(FlowFunction):
+    def decode(self, code, start):
+        abi = self.abi
+        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n))

@@ -1,0 +1,79 @@
+"""What the save-slot analysis says of one callee-saved register at one PC (`Save`), and the
+pieces every per-ISA analyser shares."""
+
+import enum
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional, Tuple
+
+from ..arch import abi as abimod
+from ..sframe.rules import RuleKind
+
+CodeReader = Callable[[int, int], Optional[bytes]]
+# symbolize(addr) -> (name, offset) of the function symbol containing addr, or None.
+Symbolize = Callable[[int], Optional[Tuple[str, int]]]
+
+# The largest function whose code is read and analysed (a malformed FDE may claim gigabytes).
+MAX_FUNCTION_SIZE = 1 << 20
+
+
+class SaveKind(enum.Enum):
+    SAVED = "saved"
+    UNCHANGED = "unchanged"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Save:
+    """Where one callee-saved register's caller value is, at one PC."""
+    kind: SaveKind
+    offset: int = 0
+    base: Optional[int] = None     # SAVED: None for CFA + offset, else DWARF register + offset
+    why: str = ""                  # UNKNOWN: the reason
+
+    def describe(self, abi: abimod.ABIInfo) -> str:
+        """e.g. 'saved at CFA - 24', 'saved at [rbp - 16]', 'unchanged', 'unknown (...)'."""
+        if self.kind is SaveKind.SAVED:
+            base = "CFA" if self.base is None else abi.regname(self.base)
+            off = "" if not self.offset else " %s %d" % ("+" if self.offset > 0 else "-", abs(self.offset))
+            return "saved at %s%s" % (base, off)
+        if self.kind is SaveKind.UNCHANGED:
+            return "unchanged (not saved on the way to this PC: still the caller's value)"
+        return "unknown (%s)" % self.why if self.why else "unknown"
+
+
+UNCHANGED = Save(SaveKind.UNCHANGED)
+
+
+def unknown(why: str) -> Save:
+    return Save(SaveKind.UNKNOWN, why=why)
+
+
+class Plan(NamedTuple):
+    """What the unwinder does with the analysis' answer, ready for its hot path: the slots to read
+    as (reg, base reg or None for the CFA, offset), and the registers to carry over unchanged."""
+    slots: Tuple[Tuple[int, Optional[int], int], ...]
+    unchanged: Tuple[int, ...]
+
+
+def function_code(fde, read_code: CodeReader) -> Optional[bytes]:
+    """The function's code bytes, read once; None if they cannot all be read."""
+    try:
+        code = read_code(fde.start, fde.size)
+    except Exception:
+        return None
+    return bytes(code) if code is not None and len(code) >= fde.size else None
+
+
+def sp_offset(abi, rules):
+    """The CFA offset where the CFA is SP + offset; None where it is based on anything else."""
+    cfa = rules.cfa
+    if cfa is not None and cfa.kind is RuleKind.REGISTER and not cfa.deref and cfa.reg == abi.sp:
+        return cfa.offset
+    return None
+
+
+def fp_offset(abi, rules):
+    cfa = rules.cfa
+    if cfa is not None and cfa.kind is RuleKind.REGISTER and not cfa.deref and cfa.reg == abi.fp:
+        return cfa.offset
+    return None

@@ -1,0 +1,316 @@
+"""The save-slot analyser of x86-64, from the pushes at the places SFrame says the CFA moves.
+
+- The function's code is read once and measured instruction by instruction (core.saves.x86insn), so
+  every instruction start is known.
+- Where the CFA is SP-based, SFrame gives the CFA offset at every instruction.  A `push %reg`
+  whose end is an FRE boundary where the offset grows by 8 saved the register at CFA - offset;
+  any other growth (sub, push of memory or immediate) allocates.  At a PC whose CFA offset is K,
+  a register pushed at depth D <= K is saved there, provided nothing else in the function creates
+  depth D (one slot, one register, on every path); a register pushed only deeper has not been
+  pushed yet, or has been popped again: unchanged.
+- Where the CFA is based on the frame pointer, SFrame no longer sees the stack pointer move.  The
+  pushes that follow the `mov %rsp, %rbp` at which the CFA switched to %rbp save at %rbp - 8,
+  - 16, ... (CFA-relative when the offset before the switch is known, %rbp-relative otherwise:
+  realigned and DRAP frames).
+- A register pushed anywhere else, or stored to memory without being pushed, is UNKNOWN.
+- The frame pointer itself is left to SFrame's FP rule.
+"""
+
+import bisect
+from typing import Dict, List, Optional, Tuple
+
+from ..sframe import format as F
+from ..sframe.rules import RuleKind
+from . import x86insn as X
+from .save import UNCHANGED, Plan, Save, SaveKind, function_code, sp_offset, unknown
+
+
+class X86Function:
+    """The save facts of one x86-64 function, found once; `at(match)` answers per PC."""
+
+    def __init__(self, abi, index, fde, read_code):
+        self.abi = abi
+        self.regs = [r for r in abi.callee_saved if r != abi.fp]
+        self.index = index
+        self.fde = fde
+        self.failed: Optional[str] = None
+        self._per_pc: Dict[int, Dict[int, Save]] = {}
+        self.plans: Dict[int, Plan] = {}
+        self.runs: List[Tuple[int, int, Optional[int], Dict[int, Tuple[int, int]]]] = []
+        self.plt0 = False
+        code = function_code(fde, read_code)
+        if code is None:
+            self.failed = "the function's code at %#x cannot be read" % fde.start
+            return
+        self._analyse(code)
+
+    def _sp_offset(self, rules):
+        return sp_offset(self.abi, rules)
+
+    def _fp_based(self, rules):
+        cfa = rules.cfa
+        return cfa is not None and cfa.kind is RuleKind.REGISTER and cfa.reg == self.abi.fp
+
+    def _rules_at(self, addr):
+        m = self.index.lookup(addr)
+        return None if m is None or m.fde.start != self.fde.start else m.rules
+
+    def _analyse(self, code):
+        insns = self._measure(code)
+        if insns is None:
+            return
+        targets = [i.target for i in insns if i.kind is X.Kind.BRANCH and i.target is not None]
+        fde = self.fde
+        # Up to here the only way from the entry is straight down: no jump lands in between, none leaves.
+        self.straight_until = min([t for t in targets if fde.start < t < fde.end]
+                                  + [i.addr + i.length for i in insns if i.transfer or i.kind is X.Kind.BRANCH]
+                                  + [fde.end])
+        self.unexplained: Dict[int, str] = {}    # reg -> why it cannot be UNCHANGED (where not saved)
+        self.poisoned: Dict[int, str] = {}       # reg -> why nothing about it is proved
+        in_run = self._fp_prologues(insns, targets)
+        if not self._sp_growth(insns, in_run):
+            return
+        self._other_saves(insns, in_run)
+        self._unsaved_writes(insns)
+
+    def _measure(self, code) -> Optional[List[X.Insn]]:
+        """The function's instructions, each FRE starting at one; None (and `failed`) otherwise."""
+        fde = self.fde
+        insns: List[X.Insn] = []
+        pos = 0
+        while pos < fde.size:
+            ins = X.decode(code, pos, fde.start + pos)
+            if ins is None:
+                self.failed = "cannot decode the instruction at %#x" % (fde.start + pos)
+                return None
+            insns.append(ins)
+            pos += ins.length
+        if pos != fde.size:
+            self.failed = "the last instruction runs past the function's end"
+            return None
+        self.ends = {i.addr + i.length: k for k, i in enumerate(insns)}
+        self.rows = self.index.rows(fde)
+        if self.rows and self._lazy_plt0(insns):
+            self.plt0 = True
+            return None
+        if not self.rows or self.rows[0][0] != fde.start \
+                or self._sp_offset(self.rows[0][1]) != self.abi.entry_cfa_offset:
+            # A part of another function (GCC's .cold parts): its registers were saved elsewhere.
+            self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % self.abi.entry_cfa_offset
+            return None
+        for start, _rules in self.rows[1:]:
+            if start not in self.ends:
+                self.failed = "the FRE at %#x does not start at an instruction" % start
+                return None
+        return insns
+
+    def _lazy_plt0(self, insns) -> bool:
+        """The lazy-binding PLT0 (`push GOT+8(%rip); jmp *GOT+16(%rip)`), entered by a jump from a PLT
+        entry that pushed one word: neither writes a register, so every one is the caller's."""
+        if self._sp_offset(self.rows[0][1]) != self.abi.entry_cfa_offset + self.abi.ptr_size:
+            return False
+        kinds = [i.kind for i in insns if not i.quiet]
+        return kinds == [X.Kind.PUSH_OTHER, X.Kind.JUMP_INDIRECT]
+
+    def _fp_prologues(self, insns, targets) -> set:
+        """The pushes after each `mov %rsp, %rbp` save at %rbp - 8, - 16, ... (they count where the
+        CFA is %rbp-based, i.e. where %rbp still holds that value).  Returns the pushes' indexes."""
+        dwarf = X.DWARF_OF_HW
+        in_run = set()
+        for k, ins in enumerate(insns):
+            if ins.kind is not X.Kind.MOV_FP_SP:
+                continue
+            after = ins.addr + ins.length
+            r_before = self._rules_at(ins.addr)
+            k0 = None if r_before is None else self._sp_offset(r_before)
+            saves: Dict[int, Tuple[int, int]] = {}
+            depth, end, j = 0, after, k + 1
+            while j < len(insns):
+                nxt = insns[j]
+                if nxt.kind is X.Kind.PUSH:
+                    depth += 8
+                    saves.setdefault(dwarf[nxt.reg], (-depth, nxt.addr))
+                    in_run.add(j)
+                    end = nxt.addr + nxt.length
+                elif nxt.kind is not X.Kind.OTHER or nxt.sp_write:
+                    break     # the stack pointer may move: no further push is at a known slot
+                j += 1
+            if any(after < t < end for t in targets):
+                for reg in saves:     # a second way into the prologue: its slots are not proved
+                    self.unexplained[reg] = "a branch lands inside the prologue that saves it"
+                continue
+            self.runs.append((after, end, k0, saves))
+        # The SP offset at the frame-pointer switch, if there is one (and one only).
+        k0s = {r[2] for r in self.runs}
+        self.k0 = k0s.pop() if len(k0s) == 1 else None
+        self.run_saves: Dict[int, Tuple[int, int]] = {}
+        self.run_conflict = set()
+        for _after, _end, _k0, saves in self.runs:
+            for reg, val in saves.items():
+                old = self.run_saves.setdefault(reg, val)
+                if old[0] != val[0]:
+                    self.run_conflict.add(reg)
+        for _after, _end, _k0, saves in self.runs:
+            self.run_conflict.update(r for r in self.run_saves if r not in saves)   # saved by one prologue only
+        return in_run
+
+    def _in_run(self, reg, pc):
+        """For a pc inside a frame-pointer prologue: has it pushed reg yet?  None: pc is in none."""
+        for after, end, _k0, saves in self.runs:
+            if after <= pc <= end:
+                return reg in saves and pc > saves[reg][1]
+        return None
+
+    def _sp_growth(self, insns, in_run) -> bool:
+        """Where the CFA is SP-based, the stack grows at FRE boundaries: by a push of a register
+        (a save at that depth) or by an allocation."""
+        dwarf = X.DWARF_OF_HW
+        self.sp_pushes: Dict[int, List[int]] = {}   # DWARF reg -> depths it is pushed at
+        self.depth_regs: Dict[int, set] = {}        # depth -> registers pushed there
+        self.allocs: List[Tuple[int, int]] = []     # (k1, k2]: depths created by allocations
+        rows = self.rows
+        for (_s1, r1), (s2, r2) in zip(rows, rows[1:]):
+            k1, k2 = self._sp_offset(r1), self._sp_offset(r2)
+            if k1 is None or k2 is None or k2 <= k1:
+                continue
+            last = self.ends[s2]
+            ins = insns[last]
+            if ins.transfer or ins.kind is X.Kind.BRANCH or ins.kind is X.Kind.OTHER and not ins.sp_write:
+                continue      # not a growth: a new path's CFA (after a jmp, ret, noreturn call, padding)
+            if ins.kind is X.Kind.PUSH and k2 == k1 + 8:
+                reg = dwarf[ins.reg]
+                self.sp_pushes.setdefault(reg, []).append(k2)
+                self.depth_regs.setdefault(k2, set()).add(reg)
+                in_run.add(last)
+            else:
+                self.allocs.append((k1, k2))
+        return True
+
+    def _other_saves(self, insns, in_run):
+        """Pushes SFrame does not show: a register with one cannot be called unchanged where no
+        proved save covers it."""
+        dwarf = X.DWARF_OF_HW
+        wanted = set(self.regs)
+        for k, ins in enumerate(insns):
+            if ins.kind is X.Kind.PUSH and k not in in_run:
+                reg = dwarf[ins.reg]
+                if reg in wanted:
+                    self.unexplained.setdefault(reg, "pushed at %#x where SFrame does not show the push" % ins.addr)
+
+    def _unsaved_writes(self, insns):
+        """A register written, or stored to memory, where no proved save covers it (hand-written
+        code that keeps it in another register or saves it with a `mov`, a function that does not
+        preserve it) cannot be called unchanged."""
+        dwarf = X.DWARF_OF_HW
+        wanted = set(self.regs)
+        starts = [r[0] for r in self.rows]
+        for ins in insns:
+            stored = (ins.reg,) if ins.kind is X.Kind.STORE else ()
+            for hw in ins.writes + stored:
+                reg = dwarf[hw]
+                if reg not in wanted or reg in self.poisoned:
+                    continue
+                k = bisect.bisect_right(starts, ins.addr) - 1
+                got = self._proved(reg, sp_offset(self.abi, self.rows[k][1]), self._fp_based(self.rows[k][1]),
+                                   ins.addr) if k >= 0 else None
+                if got is None or got.kind is not SaveKind.SAVED:
+                    # Changed (or saved some other way) before any proved save: a later push of
+                    # it may hold the changed value too, so nothing about it is proved.
+                    what = "stored to memory" if stored and hw == ins.reg else "written"
+                    self.poisoned[reg] = "%s at %#x where it is not saved" % (what, ins.addr)
+
+    def _clean(self, reg, depth):
+        """Only `reg` is ever pushed at `depth`, and no allocation creates it."""
+        if self.depth_regs.get(depth) != {reg}:
+            return False
+        return not any(k1 < depth <= k2 for k1, k2 in self.allocs)
+
+    def at(self, match) -> Dict[int, Save]:
+        got = self._per_pc.get(match.pc)
+        if got is None:
+            if len(self._per_pc) >= 256:
+                self._per_pc.clear()
+            got = self._per_pc[match.pc] = self._compute(match)
+        return got
+
+    def _compute(self, match):
+        if self.plt0:
+            return {r: UNCHANGED for r in self.regs}
+        if self.failed:
+            bad = unknown(self.failed)
+            return {r: bad for r in self.regs}
+        rules, pc, fde = match.rules, match.pc, self.fde
+        if fde.pc_type is F.PCType.MASK and fde.block_size:
+            pc = fde.start + (pc - fde.start) % fde.block_size    # the same place in the first block
+        k_pc = self._sp_offset(rules)
+        fp_based = self._fp_based(rules)
+        out = {}
+        for reg in self.regs:
+            out[reg] = self._one(reg, k_pc, fp_based, pc)
+        return out
+
+    def _one(self, reg, k_pc, fp_based, pc):
+        if reg in self.poisoned:
+            return unknown(self.poisoned[reg])
+        got = self._proved(reg, k_pc, fp_based, pc)
+        if got is not None:
+            return got
+        why = self.unexplained.get(reg)
+        return UNCHANGED if why is None else unknown(why)
+
+    def _proved(self, reg, k_pc, fp_based, pc):
+        """SAVED or UNKNOWN where the saves say so; None: no save covers pc."""
+        if reg in self.run_conflict:
+            return unknown("saved at different places by different prologues")
+        depths = self.sp_pushes.get(reg)
+        d = min(depths) if depths else None
+        run = self.run_saves.get(reg)
+        if k_pc is not None:
+            return self._at_sp_based(reg, d, run, k_pc, pc)
+        if fp_based:
+            return self._at_fp_based(reg, d, run, pc)
+        return self._at_other(reg, d, run, pc)
+
+    def _at_sp_based(self, reg, d, run, k_pc, pc):
+        """CFA = SP + k_pc: a register pushed at depth d <= k_pc is saved there (if that slot is
+        only ever its); None: not saved on the way here."""
+        if d is not None and d <= k_pc:
+            if self._clean(reg, d):
+                return Save(SaveKind.SAVED, -d)
+            return unknown("the slot at CFA - %d holds different things on different paths" % d)
+        if run is None:
+            return None
+        if self.k0 is None:
+            if pc < self.straight_until and all(pc < r[0] for r in self.runs):
+                return None       # on the one way in, before the frame-pointer prologue
+            return unknown("saved relative to the frame pointer, which this PC does not use")
+        slot = self.k0 - run[0]     # run[0] is negative: rbp - n
+        return Save(SaveKind.SAVED, -slot) if slot <= k_pc else None
+
+    def _at_fp_based(self, reg, d, run, pc):
+        """CFA based on %rbp: the frame-pointer prologue ran (up to pc, if pc is inside it)."""
+        if d is not None:
+            if self.k0 is not None and d <= self.k0 and self._clean(reg, d):
+                return Save(SaveKind.SAVED, -d)
+            return unknown("pushed before the frame pointer was set up, at a depth not proved")
+        if run is None or self._in_run(reg, pc) is False:
+            return None           # not pushed by the prologue, or not yet
+        if self.k0 is not None:
+            return Save(SaveKind.SAVED, run[0] - self.k0)
+        return Save(SaveKind.SAVED, run[0], base=self.abi.fp)
+
+    def _at_other(self, reg, d, run, pc):
+        """The CFA is based on another register (a DRAP prologue or epilogue): only a PC on the
+        function's one straight-line way in, or inside a frame-pointer prologue, is proved."""
+        refused = unknown("the CFA is neither SP- nor FP-based here")
+        if d is not None or reg in self.unexplained:
+            return refused
+        if run is not None:
+            pushed = self._in_run(reg, pc)
+            if pushed:
+                return Save(SaveKind.SAVED, run[0], base=self.abi.fp)
+            if pushed is None and pc >= self.straight_until:
+                return refused
+        elif pc >= self.straight_until:
+            return refused
+        return None
