@@ -67,7 +67,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sframekit.core.target.backtrace import SIGNAL_TRAMPOLINE, CoreSession, backtrace_core  # noqa: E402
+from sframekit.core.cli.backtrace import backtrace_core  # noqa: E402
+from sframekit.core.report.backtrace import SIGNAL_TRAMPOLINE  # noqa: E402
+from sframekit.core.target.session import CoreSession  # noqa: E402
 
 X86 = ("host", "trixie", "sid")
 CROSS = ("sid-aarch64", "sid-s390x")

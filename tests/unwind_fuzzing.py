@@ -14,7 +14,7 @@ import random
 import time
 import traceback
 
-from sframekit.core.target.backtrace import CoreSession
+from sframekit.core.target.session import CoreSession
 from sframekit.core.unwind import ahead
 from sframekit.core.unwind import unwinder as unwind
 from sframekit.core.unwind.unwinder import Frame, Stop

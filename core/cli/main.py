@@ -51,7 +51,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 
 def cmd_backtrace(args: argparse.Namespace) -> int:
-    from ..target.backtrace import backtrace_core, backtrace_process
+    from .backtrace import backtrace_core, backtrace_process
     common = dict(all_threads=args.all_threads, out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback,
                   registers=args.registers, cfi=args.eh_frame, as_json=args.json)
     if args.pid is not None:
@@ -95,7 +95,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def package_dir() -> str:
     """The directory imported as the package `sframekit`: the checkout, or the installed copy."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    core = sys.modules[__name__.rsplit(".", 2)[0]]      # sframekit.core, whose folder is in it
+    return os.path.dirname(os.path.dirname(os.path.abspath(core.__file__ or "")))
 
 
 def cmd_gdbinit(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from ..elf.notes import iter_notes
 from ..errors import ElfError
 
 # Note types (owner "CORE").
@@ -36,7 +37,6 @@ _PRSTATUS_REG = 112
 # struct elf_prpsinfo on LP64 Linux: pr_fname[16] at 40, pr_psargs[80] at 56.
 _PRPSINFO_FNAME = 40
 _PRPSINFO_PSARGS = 56
-_NOTE_HEADER = "III"        # namesz, descsz, type
 _AUXV_ENTRY = "QQ"          # key, value
 _NT_FILE_HEADER = "QQ"      # count, page size
 _NT_FILE_ENTRY = "QQQ"      # start, end, file offset in pages
@@ -207,24 +207,5 @@ def decode_gregs(arch, data, order):
     return regs
 
 
-def _align4(n):
-    return (n + 3) & ~3
-
-
 def _cstring(data):
     return data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-
-def iter_notes(data, order, where):
-    """(name, type, desc) for each note in a PT_NOTE segment's bytes."""
-    off = 0
-    end = len(data)
-    while off + 12 <= end:
-        namesz, descsz, ntype = struct.unpack_from(order + _NOTE_HEADER, data, off)
-        name_at = off + 12
-        desc_at = name_at + _align4(namesz)
-        if desc_at + descsz > end:
-            raise ElfError("%s: truncated note at offset %#x of the note segment" % (where, off))
-        name = data[name_at:name_at + namesz].rstrip(b"\0").decode("ascii", "replace")
-        yield name, ntype, data[desc_at:desc_at + descsz]
-        off = desc_at + _align4(descsz)
