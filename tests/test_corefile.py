@@ -19,7 +19,7 @@ import pytest
 
 from sframekit.core.elf.image import ElfImage
 from sframekit.core.errors import ElfError
-from sframekit.core.target.corefile import CoreFile, CoreMemoryError, Mapping, Module, Thread
+from sframekit.core.target.corefile import CoreFile, CoreMemoryError, MappedFile, Mapping, Thread
 
 REPO = Path(__file__).resolve().parent.parent
 INROOT = REPO / "scripts" / "inroot"
@@ -392,7 +392,7 @@ def test_gcore_nt_file_and_modules(gcore_single):
         assert any(os.path.basename(p) == "libc.so.6" for p in paths)
         assert all(m.start < m.end and m.file_offset % 4096 == 0 for m in c.mappings)
         mods = c.modules()
-        assert all(isinstance(m, Module) for m in mods)
+        assert all(isinstance(m, MappedFile) for m in mods)
         assert mods[0].path == exe                     # the executable comes first
         by_name = {os.path.basename(m.path): m for m in mods}
         assert {"prog", "libc.so.6"} <= set(by_name)

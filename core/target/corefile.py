@@ -17,7 +17,7 @@ What a core holds, and where this reader looks:
   `read` raises CoreMemoryError.
 
 `CoreFile` is the facade over one module per job: `corenotes` (the notes), `corememory` (the
-segments' bytes), `coreplace` (finding, checking and placing the mapped files), `corelinks`
+segments' bytes), `mapped` (finding, checking and placing the mapped files), `corelinks`
 (the link_map chain of cores without NT_FILE).
 """
 
@@ -28,12 +28,12 @@ from ..elf.image import PF_R, PF_W, PT_LOAD, PT_NOTE, ProgramHeader, load_elf
 from ..errors import ElfError
 from .corememory import MAX_STRING, CoreMemory, CoreMemoryError
 from .corenotes import AT_ENTRY, AT_EXECFN, AT_PAGESZ, AT_PHDR, Mapping, Thread, arch_of, parse_notes
-from .coreplace import CoreFiles, Module, module_holding, modules_from_nt_file
+from .mapped import CoreFiles, MappedFile, module_holding, modules_from_nt_file
 
 if TYPE_CHECKING:
     from ..arch.abi import ABIInfo
 
-__all__ = ["CoreFile", "CoreMemoryError", "Mapping", "Module", "Thread"]
+__all__ = ["CoreFile", "CoreMemoryError", "Mapping", "MappedFile", "Thread"]
 
 _UNSET = object()
 
@@ -61,7 +61,7 @@ class CoreFile:
         self.warnings: List[str] = []
         self.sysroot = os.fspath(sysroot) if sysroot else None
         self.exe = os.fspath(exe) if exe else None
-        self._modules: Optional[List[Module]] = None
+        self._modules: Optional[List[MappedFile]] = None
         self._mappings: Optional[List[Mapping]] = None
         self._maps_so_far: List[Mapping] = []   # mappings usable by read() while the list is being built
         self._building = False
@@ -237,8 +237,8 @@ class CoreFile:
             self._exe_path_cache = self.exe_core_path()
         return path == self._exe_path_cache
 
-    def modules(self) -> List[Module]:
-        """Mapped ELF files as Module(path, bias, image), the executable first where known."""
+    def modules(self) -> List[MappedFile]:
+        """Mapped ELF files as MappedFile(path, bias, image), the executable first where known."""
         if self._modules is None:
             if self._nt_file is not None:
                 self._modules = modules_from_nt_file(self._nt_file[1], self.page_size, self.files,
@@ -251,7 +251,7 @@ class CoreFile:
         """Modules and mappings of a core without NT_FILE, from r_debug's link_map chain."""
         from .corelinks import walk_link_map
         self._maps_so_far = []
-        mods: List[Module] = []
+        mods: List[MappedFile] = []
         self._mappings_source = None
         self._building = True
         try:
@@ -267,8 +267,8 @@ class CoreFile:
 
     # -- lookups ---------------------------------------------------------------------------
 
-    def module_at(self, addr: int) -> Optional[Module]:
-        """The Module whose PT_LOAD segments (or, without its file, mappings) hold addr, or None."""
+    def module_at(self, addr: int) -> Optional[MappedFile]:
+        """The MappedFile whose PT_LOAD segments (or, without its file, mappings) hold addr, or None."""
         mods = self.modules()
         mod = module_holding(mods, addr)
         if mod is not None:

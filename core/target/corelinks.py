@@ -11,7 +11,7 @@ from typing import List, Optional
 from ..elf.image import PHDR_SIZE, PT_DYNAMIC, PT_LOAD, PT_PHDR, unpack_phdrs
 from .corememory import CoreMemoryError
 from .corenotes import AT_ENTRY, AT_PHDR, AT_PHNUM, AT_SYSINFO_EHDR, Mapping
-from .coreplace import Module, loads_of, lowest_load, mappings_of
+from .mapped import MappedFile, loads_of, lowest_load, mappings_of
 
 DT_NULL = 0
 DT_DEBUG = 21
@@ -24,7 +24,7 @@ _MAX_LINK_MAP = 4096          # entries walked before the chain is taken as corr
 _MAX_DYNAMIC = 4096
 
 
-def walk_link_map(core, exe_path: Optional[str], mods: List[Module], maps: List[Mapping]) -> None:
+def walk_link_map(core, exe_path: Optional[str], mods: List[MappedFile], maps: List[Mapping]) -> None:
     """Append the executable (`exe_path`, as the core names it) and each library to `mods`, and
     their mappings to `maps` as they are found (so that reads while walking can use them).
     `core` is the CoreFile; what cannot be found ends the walk with a warning."""
@@ -54,7 +54,7 @@ def walk_link_map(core, exe_path: Optional[str], mods: List[Module], maps: List[
         image = None
     if image is not None:
         maps.extend(mappings_of(exe_path, bias, loads_of(hdr, image), page))
-    mods.append(Module(exe_path, bias, image))
+    mods.append(MappedFile(exe_path, bias, image))
 
     dyn = [p for p in phdrs if p.type == PT_DYNAMIC]
     if not dyn:
@@ -124,4 +124,4 @@ def _walk_libraries(core, r_debug, mods, maps):
             lib = None
         if lib is not None:
             maps.extend(mappings_of(name, l_addr, loads_of(lhdr, lib), page))
-        mods.append(Module(name, l_addr, lib))
+        mods.append(MappedFile(name, l_addr, lib))

@@ -11,7 +11,7 @@ was stopped for at that moment is then lost: nothing can catch SIGKILL).
 
 Registers come from `PTRACE_GETREGSET` with `NT_PRSTATUS` (the `pr_reg` of a core file's note,
 decoded by core.target.corenotes), memory from `/proc/PID/mem`, the mapped files from `/proc/PID/maps`
-(placed as a core's NT_FILE mappings are, by core.target.coreplace), opened through
+(placed as a core's NT_FILE mappings are, by core.target.mapped), opened through
 `/proc/PID/map_files` (the file itself, in whatever mount namespace or chroot the process is),
 else by path, checked by device and inode.  Native processes only: the registers' layout is
 this machine's.
@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..errors import ProcessError
 from .corenotes import Mapping, Thread, arch_of, decode_gregs
-from .coreplace import CoreFiles, Module, module_holding, modules_from_nt_file
+from .mapped import CoreFiles, MappedFile, module_holding, modules_from_nt_file
 
 PTRACE_DETACH = 17
 PTRACE_GETREGSET = 0x4204
@@ -140,7 +140,7 @@ class LiveProcess:
         self._held: Dict[int, _Held] = {}
         self._stuck: List[_Held] = []     # seized, did not stop in time (left out of the threads)
         self._mem: Optional[int] = None
-        self._modules: Optional[List[Module]] = None
+        self._modules: Optional[List[MappedFile]] = None
         self._mappings: Optional[List[Mapping]] = None
         self._inodes: Dict[str, Tuple[int, int, int]] = {}    # path -> (device major, minor, inode) in maps
         if pid == os.getpid():
@@ -394,8 +394,8 @@ class LiveProcess:
                 return cand
         return None
 
-    def modules(self) -> List[Module]:
-        """Mapped ELF files as Module(path, bias, image), the executable first."""
+    def modules(self) -> List[MappedFile]:
+        """Mapped ELF files as MappedFile(path, bias, image), the executable first."""
         if self._modules is None:
             exe = self.exe_path()
             files = CoreFiles(self.path, self.sysroot, None, self.machine, self._read_or_none, self.warnings,
@@ -404,7 +404,7 @@ class LiveProcess:
                                                  lambda path: path == exe, self._read_or_none)
         return list(self._modules)
 
-    def module_at(self, addr: int) -> Optional[Module]:
+    def module_at(self, addr: int) -> Optional[MappedFile]:
         self.modules()
         return module_holding(self._modules or [], addr)
 

@@ -12,7 +12,7 @@ from .corenotes import Mapping
 _MAX_NOTE_COMPARED = 1 << 16
 
 
-class Module(NamedTuple):
+class MappedFile(NamedTuple):
     """A mapped ELF file: its path as the core names it, load bias, and the opened file (or None)."""
     path: str
     bias: int
@@ -166,7 +166,7 @@ def mappings_of(path: str, bias: int, loads: List[Load], page: int) -> List[Mapp
 
 
 def modules_from_nt_file(maps: List[Mapping], page: int, files: CoreFiles, is_exe: Callable[[str], bool],
-                         read_core_only: Callable[[int, int], Optional[bytes]]) -> List[Module]:
+                         read_core_only: Callable[[int, int], Optional[bytes]]) -> List[MappedFile]:
     """The mapped ELF files NT_FILE names, each placed by its mapping at file offset 0; the
     executable first."""
     order: List[str] = []
@@ -200,12 +200,12 @@ def modules_from_nt_file(maps: List[Mapping], page: int, files: CoreFiles, is_ex
         bias = start - page_down(lowest, page)
         if image is not None and not files.same_file(path, exe, start, bias):
             image = None
-        mods.append(Module(path, bias, image))
+        mods.append(MappedFile(path, bias, image))
     return [m for m in mods if is_exe(m.path)] + [m for m in mods if not is_exe(m.path)]
 
 
-def module_holding(mods: List[Module], addr: int) -> Optional[Module]:
-    """The Module (with its file) whose PT_LOAD segments, placed at its bias, hold addr."""
+def module_holding(mods: List[MappedFile], addr: int) -> Optional[MappedFile]:
+    """The MappedFile (with its file) whose PT_LOAD segments, placed at its bias, hold addr."""
     for mod in mods:
         if mod.image is not None and any(ld.vaddr <= addr - mod.bias < ld.vaddr + ld.memsz for ld in mod.image.loads):
             return mod
