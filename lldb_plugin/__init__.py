@@ -13,7 +13,8 @@ LLDB's registers and memory:
 and puts DIR on sys.path.  It then imports DIR as the package `sframekit` (its installed name;
 `sframe lldbinit` prints the line for an installed copy), takes DIR off sys.path again so that no
 generic name such as `core` becomes importable, and registers the commands from
-`sframekit.lldb_plugin`.  pyelftools comes from the distribution's package (python3-pyelftools),
+`sframekit.lldb_plugin.command` (one module per command family; LLDB is read in
+`sframekit.lldb_plugin.access`).  pyelftools comes from the distribution's package (python3-pyelftools),
 which Debian's LLDB Python sees.
 """
 
@@ -72,7 +73,7 @@ def __lldb_init_module(debugger, internal_dict):
     top = __name__.split(".")[0]
     internal_dict[top] = sys.modules[top]
     try:
-        from . import commands
-        commands.register(debugger, __name__ + ".commands")
+        from . import command
+        command.register(debugger, __name__ + ".command")
     except Exception as exc:   # one line, never a traceback
         print("sframe: cannot load the LLDB commands: %s: %s" % (type(exc).__name__, exc))

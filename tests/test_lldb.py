@@ -920,7 +920,7 @@ def test_module_cache_info_and_dump(lldb, corpus, work):
     index built, the executable's kept); a relaunch at the same addresses keeps both; dump prints
     what `sframe dump FILE` prints."""
     b = corpus.get("sid" if lldb == 21 else "host", "dlopen", "O2-nofp")
-    state = "probe eval %s " + "__import__('sframekit.lldb_plugin.commands').lldb_plugin.commands._TRACKER.builds"
+    state = "probe eval %s " + "__import__('sframekit.lldb_plugin.access').lldb_plugin.access.TRACKER.builds"
     lines = ["target create %s" % b.path,
              "probe run noproc-info sframe info",
              "probe run noproc-lookup sframe lookup call_library",

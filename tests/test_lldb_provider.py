@@ -59,7 +59,7 @@ def test_lldb23_says_why_and_sframe_bt_works(corpus, tmp_path):
 def test_lldb23_still_fails_on_a_scripted_frame_below_the_top(corpus, tmp_path):
     """The reproduction: a provider that gives frame 1 as a ScriptedFrame and the others as they
     are.  LLDB 23 must still crash or hang on it, or the provider can now be built (issue 11:
-    lift _PROVIDERS_BROKEN in lldb_plugin/commands.py and register one)."""
+    lift _PROVIDERS_BROKEN in lldb_plugin/command/provider.py and register one)."""
     b = corpus.get("sid", "frames", "O2-nofp")
     for exe in (b.path, b.noeh):
         lines = ["command script import %s" % REPRO, "target create %s" % exe, "breakpoint set -n stop_here",

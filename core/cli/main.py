@@ -24,7 +24,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 def cmd_lookup(args: argparse.Namespace) -> int:
     from ..elf.image import parse_address
-    from ..report.text import lookup_lines
+    from ..report.lookup import lookup_report
     from ..unwind.modules import ModuleSet, NotCovered, locate
     img = _image(args.file)
     try:
@@ -38,11 +38,8 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         module, match = locate(modules, addr, lambda _addr: args.file, "file")
     except NotCovered as exc:
         raise ElfError(str(exc)) from None
-    extra = []
-    if args.registers:
-        from ..report.text import saves_lines
-        extra = saves_lines(module.index, match, img.file_bytes, symbolize=img.symbolize)
-    lines = lookup_lines(addr, module, match, img.symbolize(match.fde.start), extra)
+    lines = lookup_report(addr, module, match, img.symbolize(match.fde.start),
+                          read_code=img.file_bytes if args.registers else None, symbolize=img.symbolize)
     where = img.placement(addr)
     if where:
         lines[0] += " (%s)" % where

@@ -1,8 +1,9 @@
-"""Human-readable descriptions of sections, FDEs and FREs, shared by the CLI and both debugger adapters."""
+"""Human-readable descriptions of sections, modules, FDEs and FREs, shared by the CLI and both debugger
+adapters."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple
 
 from ..arch import abi as abimod
 from ..sframe import format as F
@@ -10,6 +11,7 @@ from ..sframe.records import FDE, FRE, Header
 
 if TYPE_CHECKING:
     from ..sframe.index import Match, SFrameIndex
+    from ..unwind.modules import Module
 
 
 def abi_text(abi: int) -> str:
@@ -78,4 +80,30 @@ def describe_match(match: "Match", index: SFrameIndex, symbol: Optional[Tuple[st
     if values:
         lines.append("Values:")
         lines.extend("  %s = %#x" % (what, v) for what, v in values)
+    return lines
+
+
+def section_summary(module: "Module") -> str:
+    """'Section: ...' line of a module with SFrame (addresses as loaded)."""
+    assert module.index is not None
+    h = module.index.header
+    return "Section: %s at %#x, %s, %d FDEs, %d FREs" % (
+        module.section_name, module.section_addr or 0, section_line(h), h.num_fdes, h.num_fres)
+
+
+def info_lines(modules: Iterable["Module"]) -> List[str]:
+    """`sframe info`: one block per module with SFrame, then the modules whose SFrame is unusable."""
+    good = [m for m in modules if m.index is not None]
+    bad = [m for m in modules if m.unusable]
+    lines = ["%d loaded module%s with SFrame%s" % (len(good), "" if len(good) == 1 else "s",
+                                                    ":" if good else ".")]
+    for m in sorted(good, key=lambda m: m.range[0]):
+        lo, hi = m.range
+        lines.append("  %s" % m.path)
+        lines.append("    %s" % section_summary(m))
+        lines.append("    functions %#x-%#x, load bias %#x" % (lo, hi, m.load_bias))
+    if bad:
+        lines.append("Modules with an SFrame section that cannot be used:")
+        for m in bad:
+            lines.append("  " + m.problem)
     return lines

@@ -77,7 +77,7 @@ rules give there."""
                 gdb.write("  %s\n" % m.problem)
 
     def _address(self, arg):
-        from ...core.report import text
+        from ...core.report.lookup import lookup_report
         from ...core.unwind.modules import NotCovered, locate
         addr = parse_address(arg, "info sframe")
         tracker = self.plugin.tracker
@@ -86,9 +86,15 @@ rules give there."""
             module, match = locate(ms if ms is not None else tracker.modules(), addr, objfile_name_at, "objfile")
         except NotCovered as exc:
             raise gdb.GdbError(str(exc)) from None
-        lines = text.lookup_lines(addr, module, match, symbol_at(match.fde.start),
-                                  self._saves(addr, module, match) + self._unwinder_lines(addr, ms, module)
-                                  + self._values(addr, ms, module))
+        inferior = gdb.selected_inferior()
+
+        def read_code(start, size):
+            """The function's code, through GDB: the process's memory, or the executable's sections
+            without a process."""
+            return bytes(inferior.read_memory(start, size))
+        lines = lookup_report(addr, module, match, symbol_at(match.fde.start), caller=is_callers_pc(addr),
+                              read_code=read_code, symbolize=symbol_at,
+                              after=self._unwinder_lines(addr, ms, module) + self._values(addr, ms, module))
         gdb.write("\n".join(lines) + "\n")
 
     def _unwinder_lines(self, addr, ms, module):
@@ -109,25 +115,8 @@ rules give there."""
         return ["DWARF CFI: %s%s" % (cfi if cfi is not None else "none covers %#x" % at, note),
                 "Unwinder: %s (%s)" % (who, choice.reason)]
 
-    @staticmethod
-    def _saves(addr, module, match):
-        """Where the caller's callee-saved registers are, from the function's code (read through
-        GDB: the process's memory, or the executable's sections without a process)."""
-        from ...core.report import text
-        from ...core.unwind.unwinder import lookup_address
-        at = lookup_address(addr, is_callers_pc(addr))
-        if at != addr:
-            found = module.index.lookup(at)
-            if found is not None:
-                match = found
-        inferior = gdb.selected_inferior()
-
-        def read_code(start, size):
-            return bytes(inferior.read_memory(start, size))
-        return text.saves_lines(module.index, match, read_code, addr, symbol_at)
-
     def _values(self, addr, ms, module):
-        from ...core.report import text
+        from ...core.report.lookup import values_lines
         if not has_registers():
             return []
         frame = gdb.selected_frame()
@@ -139,4 +128,4 @@ rules give there."""
         vals = frame_values(frame, ms, module)
         if vals is None:
             return []
-        return text.values_lines(frame.level(), vals)
+        return values_lines(frame.level(), vals)

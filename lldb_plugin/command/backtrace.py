@@ -1,0 +1,108 @@
+"""`sframe backtrace` (`sframe bt`): a thread unwound with SFrame by the plugin itself."""
+
+from ...core.report.frames import frame_line, registers_line, stop_line
+from ...core.unwind.modules import finder
+from ...core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, frame_rows, walk
+from ..access import (
+    TRACKER,
+    UserError,
+    abi_of,
+    frame_state,
+    has_state,
+    memory_reader,
+    owner_of,
+    symbol_namer,
+    symbolizer,
+    sync,
+    where_of,
+)
+from .common import Command, parse_options, positive_count
+
+
+class BacktraceCommand(Command):
+    short = "Backtrace of a thread unwound with SFrame (not with LLDB's unwinder)."
+    long = """Syntax: sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r]
+        sframe bt ...
+
+Unwinds the selected thread (or thread #THREAD, LLDB's index as `thread list` shows it) from its
+selected frame with the SFrame sections of the loaded modules, reading registers and memory
+through LLDB; works on live processes and core files.  Each line gives the frame like `bt`, how
+it was found in [brackets] (registers: the starting frame; sframe; frame pointer; signal frame)
+and its CFA, with the FDE that gave it.  The last line says why the unwind stopped.
+
+  -c COUNT   print at most COUNT frames
+  -t THREAD  unwind thread #THREAD instead of the selected one (from its selected frame)
+  -f         follow the frame-pointer chain through code without SFrame
+  -r         print each frame's callee-saved registers: in callers, those the function's own
+             code proves saved or unchanged (the rest <not saved>)
+"""
+    usage = "sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r]"
+    spec = {"-c": ("count", positive_count), "--count": ("count", positive_count),
+            "-t": ("thread", positive_count), "--thread": ("thread", positive_count),
+            "-f": ("fp", None), "--frame-pointer": ("fp", None),
+            "-r": ("registers", None), "--registers": ("registers", None)}
+
+    def run(self, debugger, command, exe_ctx):
+        opts, rest = parse_options(command, self.spec, self.usage)
+        if rest:
+            raise UserError("unexpected argument %r (%s)" % (rest[0], self.usage))
+        target = self._target(exe_ctx, debugger)
+        process = target.GetProcess()
+        if not has_state(process):
+            raise UserError("no stopped process or core file to unwind (run, attach or target create --core)")
+        if "thread" in opts:
+            thread = process.GetThreadByIndexID(opts["thread"])
+            if not thread.IsValid():
+                raise UserError("no thread #%d (thread list shows them)" % opts["thread"])
+            frame = thread.GetSelectedFrame()
+        else:
+            thread = exe_ctx.GetThread()
+            if not thread.IsValid():
+                thread = process.GetSelectedThread()
+            frame = exe_ctx.GetFrame() if exe_ctx.GetThread().IsValid() else thread.GetSelectedFrame()
+        if not thread.IsValid():
+            raise UserError("no thread to unwind")
+        if frame is None or not frame.IsValid():
+            frame = thread.GetFrameAtIndex(0)
+        sync(target)
+        abi = abi_of(target)
+        topmost = frame.GetFrameID() == 0
+        initial = frame_state(frame, abi, topmost)
+        count = opts.get("count")
+        limit = count + 1 if count else DEFAULT_DEPTH_LIMIT
+        items = walk(initial, topmost=topmost, abi=abi, read=memory_reader(process),
+                     find=finder(TRACKER.modules, owner_of(target)),
+                     limit=limit, fp_fallback=bool(opts.get("fp")), symbol=symbol_namer(target),
+                     callee_saved=bool(opts.get("registers")), symbolize=symbolizer(target))
+        rows, stop = frame_rows(items)
+        lines = [self._header(thread, frame, abi)]
+        selected = thread.GetSelectedFrame().GetFrameID()
+        start = initial.level
+        shown = rows[:count] if count else rows
+        for fr, cfa, own, _trampoline in shown:
+            lines.append(frame_line(fr.level, fr, cfa, where_of(target, fr.pc, fr.level > start and not fr.interrupted),
+                                    selected=fr.level == selected, own_match=own,
+                                    initial_how="registers" if topmost else "LLDB's registers of frame #%d" % start))
+            if opts.get("registers"):
+                lines.append(registers_line(abi, fr))
+        if count and len(rows) > count:
+            lines.append("  (more frames not shown: -c %d)" % count)
+        elif stop is not None:
+            where = None
+            if stop.pc is not None:
+                last = rows[-1][0] if rows else None
+                ret = last is not None and last.pc == stop.pc and last.level > start and not last.interrupted
+                where = where_of(target, stop.pc, ret)
+            lines.append(stop_line(stop, where))
+        return lines
+
+    @staticmethod
+    def _header(thread, frame, abi):
+        name = thread.GetName()
+        reason = thread.GetStopDescription(256)
+        text = "* thread #%d" % thread.GetIndexID()
+        if name:
+            text += ", name = '%s'" % name
+        if reason:
+            text += ", stop reason = %s" % reason
+        return text + "  (SFrame unwind from frame #%d, %s)" % (frame.GetFrameID(), abi.name)
