@@ -27,7 +27,7 @@ from ..target.corenotes import Thread
 from ..target.session import Session
 from ..target.signals import signame
 from ..unwind.unwinder import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_rows, lookup_address
-from .text import registers_line
+from .frames import registers_line
 
 SIGNAL_TRAMPOLINE = "<signal handler called>"
 
