@@ -105,7 +105,7 @@ class Section:
         self._fde_size = h.fde_size
         self._starts = self._start_view()
         self._samples: Optional[array.array] = None
-        self._read = self._reader()
+        self._records = _Records(self)
 
     def _start_view(self):
         """A zero-copy view of the raw start fields (element stride), when the layout allows one.
@@ -217,7 +217,7 @@ class Section:
     def fde(self, i: int) -> FDE:
         if not 0 <= i < self.header.num_fdes:
             raise IndexError(i)
-        return FDE._make(self._read(i, i + 1, None, None)[0])
+        return FDE._make(self._records.fdes(i, i + 1)[0])
 
     def fres_start(self, fde: FDE) -> int:
         """Byte offset in the section of FDE's first FRE."""
@@ -225,11 +225,11 @@ class Section:
 
     def raw_fres(self, fde: FDE) -> List[RawFRE]:
         """[(offset, start, info and data-word bytes)] of one FDE's FREs, checked as `records` checks them."""
-        return self._read(fde.index, fde.index + 1, fde, None)[0]
+        return self._records.fres(fde)
 
     def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         """Decode all FREs of one FDE (a tuple), checking bounds, order and widths."""
-        return self._decode_fres(self._read(fde.index, fde.index + 1, fde, None)[0])
+        return self._decode_fres(self._records.fres(fde))
 
     def _decode_fres(self, raw: List[RawFRE]) -> Tuple[FRE, ...]:
         words = self._words
@@ -246,134 +246,11 @@ class Section:
         unpack = self._words[info] = fmt.unpack_from
         return unpack
 
-    def _reader(self):
-        """read(first, stop, known, whole): the one reader of FDE and FRE records: every bound,
-        type and order is checked here, and nowhere else.  The section's constants are bound once,
-        and a call reads a run of functions, so that a dump makes no Python call per function
-        and a look-up pays no set-up.
-
-        - known None, whole None: [FDE fields as plain tuples] of FDEs first..stop-1;
-        - known = FDE first: [its raw FREs (offset, start, info and data-word bytes)];
-        - whole = [FRE total so far, previous start]: [(FDE fields, raw FREs)] of first..stop-1,
-          with the checks of a walk over the whole section (FRE total, order when flagged sorted),
-          the state carried from one run to the next.
-        """
-        h = self.header
-        data, fre_base, fre_len, fres_at, end = self.data, self.fre_base, h.fre_len, self._fres_at, self.fre_end
-        v3, mask_rep_checked = self._v3, h.version >= 2
-        addr, pcrel, attr_unpack = self.section_addr, self.pcrel, self._attr_unpack
-        fde_base, fde_size, fde_format = self.fde_base, h.fde_size, self._fde_fmt.format
-        readers, bad = self._start_readers, self._bad_fre
-        num_fres, sorted_flag = h.num_fres, h.has(F.Flag.FDE_SORTED)
-        attr_size, type2_mask, fre_type_mask = F.V3_ATTR_SIZE, F.FDE_INFO2_TYPE_MASK, F.FDE_INFO_FRE_TYPE_MASK
-        pctype_bit, data_bytes = F.FDE_INFO_PCTYPE_BIT, F.FRE_DATA_BYTES
-
-        def read(first: int, stop: int, known: Optional[FDE], whole: Optional[list]) -> list:
-            out: list = []
-            off = fde_base + first * fde_size
-            recs = ((known,) if known is not None
-                    else struct.iter_unpack(fde_format, data[off:fde_base + stop * fde_size]))
-            i = first
-            for vals in recs:
-                if known is not None:      # decoded (and checked) by an earlier call
-                    _, _, start_field, start, size, fre_off, num, info, info2, rep, pad = known
-                    stype = info & fre_type_mask
-                else:
-                    start_field, size, fre_off = vals[0], vals[1], vals[2]
-                    start = addr + (off if pcrel else 0) + start_field
-                    if v3:
-                        if fre_off + attr_size > fre_len:
-                            raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns "
-                                                        "fre_len %#x" % (i, fre_off, fre_len))
-                        attr = fre_base + fre_off
-                        num, info, info2, rep = attr_unpack(data, attr)
-                        pad = 0
-                        if info2 & type2_mask > _MAX_FDE_TYPE:
-                            raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, info2 & type2_mask))
-                        info_off = attr + 2
-                    else:
-                        num, info = vals[3], vals[4]
-                        info2 = 0
-                        rep, pad = (vals[5], vals[6]) if mask_rep_checked else (0, 0)
-                        if fre_off > fre_len:
-                            raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x"
-                                              % (i, fre_off, fre_len))
-                        info_off = off + 16
-                    stype = info & fre_type_mask
-                    if stype > _MAX_FRE_TYPE:
-                        raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, stype))
-                    if rep == 0 and (info >> pctype_bit) & 1 and mask_rep_checked:
-                        raise SFrameError(info_off + 2 if v3 else off + 17,
-                                          "FDE %d: PC type MASK with repetition block size 0" % i)
-                    fields = (i, off, start_field, start, size, fre_off, num, info, info2, rep, pad)
-                    if whole is None:
-                        out.append(fields)
-                        off += fde_size
-                        i += 1
-                        continue
-                pos = fres_at + fre_off
-                ssize = _START_BYTES[stype]
-                if num * (ssize + 1) > end - pos:
-                    raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
-                                      % (i, num, max(end - pos, 0)))
-                read_start = readers[stype]
-                raw: List[RawFRE] = []
-                prev = -1
-                for _ in range(num):
-                    q = pos + ssize
-                    if q >= end:
-                        bad(i, stype, size, len(raw), pos, prev)
-                    n = data_bytes[data[q]]
-                    if n is None:
-                        bad(i, stype, size, len(raw), pos, prev)
-                    r = q + 1 + n
-                    fre_start = read_start(pos)
-                    if r > end or fre_start > size or fre_start <= prev:
-                        bad(i, stype, size, len(raw), pos, prev)
-                    raw.append((pos, fre_start, data[q:r]))
-                    prev = fre_start
-                    pos = r
-                if whole is None:          # known
-                    out.append(raw)
-                    break
-                whole[0] += num
-                if whole[0] > num_fres:
-                    raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % num_fres)
-                if sorted_flag and whole[1] is not None and start < whole[1]:
-                    raise SFrameError(off, "FDE %d starts at %#x, before FDE %d (%#x), though the section is "
-                                           "flagged sorted" % (i, start, i - 1, whole[1]))
-                whole[1] = start
-                out.append((fields, raw))
-                off += fde_size
-                i += 1
-            return out
-        return read
-
-    def _bad_fre(self, i, stype, size, k, pos, prev):
-        """Raise the error of FDE i's FRE k at pos, which failed walk's checks (the slow path)."""
-        end, data = self.fre_end, self.data
-        ssize = _START_BYTES[stype]
-        if pos + ssize + 1 > end:
-            raise SFrameError(pos, "FDE %d: FRE %d overruns fre_len" % (i, k))
-        info = data[pos + ssize]
-        n = F.FRE_DATA_BYTES[info]
-        if n is None:
-            raise SFrameError(pos + ssize, "FDE %d: FRE %d has invalid data-word size code %d"
-                              % (i, k, (info >> F.FRE_INFO_SIZE_SHIFT) & F.FRE_INFO_SIZE_MASK))
-        if pos + ssize + 1 + n > end:
-            count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
-            raise SFrameError(pos, "FDE %d: FRE %d's %d data words overrun fre_len" % (i, k, count))
-        start = self._start_readers[stype](pos)
-        if start > size:
-            raise SFrameError(pos, "FDE %d: FRE %d starts at %#x, beyond the function size %#x"
-                              % (i, k, start, size))
-        raise SFrameError(pos, "FDE %d: FRE %d start %#x does not increase (previous %#x)" % (i, k, start, prev))
-
     def fdes(self) -> Iterator[FDE]:
         """Every FDE, in stored order (checked as `fde` checks them)."""
         n, make = self.header.num_fdes, FDE._make
         for first in range(0, n, _RUN):
-            for fields in self._read(first, min(first + _RUN, n), None, None):
+            for fields in self._records.fdes(first, min(first + _RUN, n)):
                 yield make(fields)
 
     def records(self) -> Iterator[Tuple[tuple, List[RawFRE]]]:
@@ -388,11 +265,11 @@ class Section:
         as hot as the dump pays the generator once per run."""
         h = self.header
         n = h.num_fdes
-        whole: list = [0, None]
+        walk = _Walk()
         for first in range(0, n, _RUN):
-            yield self._read(first, min(first + _RUN, n), None, whole)
-        if whole[0] != h.num_fres:
-            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (whole[0], h.num_fres))
+            yield self._records.walk(first, min(first + _RUN, n), walk)
+        if walk.fres != h.num_fres:
+            raise SFrameError(0x0C, "the FDEs hold %d FREs, the header says num_fres %d" % (walk.fres, h.num_fres))
 
     def check_all(self, keep: bool = True) -> List[Tuple[FDE, Tuple[FRE, ...]]]:
         """Decode everything and check what a single lookup cannot: the FRE total and the FDE order.
@@ -407,6 +284,147 @@ class Section:
             if keep:
                 out.append((FDE._make(fields), fres))
         return out
+
+
+
+class _Walk:
+    """What a walk over the whole section carries from one run of functions to the next."""
+    __slots__ = ("fres", "previous_start")
+
+    def __init__(self) -> None:
+        self.fres = 0                               # FREs of the functions walked so far
+        self.previous_start: Optional[int] = None   # the last function's start (the sorted check)
+
+
+class _Records:
+    """The one reader of a section's FDE and FRE records: every bound, type and order is checked
+    here, and nowhere else.  The section's constants are bound once, and each entry point reads a
+    run of functions, so that a dump pays per run, not per function, and a look-up pays no set-up:
+
+    - `fdes(first, stop)`: the FDE records first..stop-1, as plain tuples of FDE's fields;
+    - `fres(fde)`: one function's FREs, raw: (offset, start, info and data-word bytes);
+    - `walk(first, stop, state)`: (FDE fields, raw FREs) of first..stop-1, with the checks only a
+      walk over the whole section can make (the FRE total, the order when flagged sorted),
+      `state` carried from one run to the next.
+    """
+
+    def __init__(self, section: "Section"):
+        h = section.header
+        self.data, self.fre_end = section.data, section.fre_end
+        self.fre_base, self.fre_len, self.fres_at = section.fre_base, h.fre_len, section._fres_at
+        self.v3, self.has_rep = section._v3, h.version >= 2
+        self.addr, self.pcrel, self.attr_unpack = section.section_addr, section.pcrel, section._attr_unpack
+        self.fde_base, self.fde_size, self.fde_format = section.fde_base, h.fde_size, section._fde_fmt.format
+        self.start_readers = section._start_readers
+        self.num_fres, self.sorted = h.num_fres, h.has(F.Flag.FDE_SORTED)
+
+    def fdes(self, first: int, stop: int) -> List[tuple]:
+        check = self._fde
+        off, size = self.fde_base + first * self.fde_size, self.fde_size
+        out = []
+        for i, vals in enumerate(struct.iter_unpack(self.fde_format, self.data[off:self.fde_base + stop * size]), first):
+            out.append(check(i, off, vals))
+            off += size
+        return out
+
+    def fres(self, fde: FDE) -> List[RawFRE]:
+        return self._fres(fde.index, fde.fre_off, fde.num_fres, fde.info & F.FDE_INFO_FRE_TYPE_MASK, fde.size)
+
+    def walk(self, first: int, stop: int, state: _Walk) -> List[Tuple[tuple, List[RawFRE]]]:
+        check, read_fres = self._fde, self._fres
+        type_mask, num_fres, flagged = F.FDE_INFO_FRE_TYPE_MASK, self.num_fres, self.sorted
+        off, size = self.fde_base + first * self.fde_size, self.fde_size
+        out = []
+        for i, vals in enumerate(struct.iter_unpack(self.fde_format, self.data[off:self.fde_base + stop * size]), first):
+            fields = check(i, off, vals)
+            _, _, _, start, fsize, fre_off, num, info = fields[:8]
+            raw = read_fres(i, fre_off, num, info & type_mask, fsize)
+            state.fres += num
+            if state.fres > num_fres:
+                raise SFrameError(0x0C, "the FDEs hold more FREs than the header's num_fres %d" % num_fres)
+            if flagged and state.previous_start is not None and start < state.previous_start:
+                raise SFrameError(off, "FDE %d starts at %#x, before FDE %d (%#x), though the section is "
+                                       "flagged sorted" % (i, start, i - 1, state.previous_start))
+            state.previous_start = start
+            out.append((fields, raw))
+            off += size
+        return out
+
+    def _fde(self, i: int, off: int, vals: tuple) -> tuple:
+        """FDE i's fields (FDE's order) from its record at `off` (V3: and its attribute record), checked."""
+        start_field, size, fre_off = vals[0], vals[1], vals[2]
+        start = self.addr + (off if self.pcrel else 0) + start_field
+        if self.v3:
+            if fre_off + F.V3_ATTR_SIZE > self.fre_len:
+                raise SFrameError(off + 12, "FDE %d: attribute record at FRE offset %#x overruns "
+                                            "fre_len %#x" % (i, fre_off, self.fre_len))
+            attr = self.fre_base + fre_off
+            num, info, info2, rep = self.attr_unpack(self.data, attr)
+            pad = 0
+            if info2 & F.FDE_INFO2_TYPE_MASK > _MAX_FDE_TYPE:
+                raise SFrameError(attr + 3, "FDE %d: unknown FDE type %d" % (i, info2 & F.FDE_INFO2_TYPE_MASK))
+            info_off = attr + 2
+        else:
+            num, info = vals[3], vals[4]
+            info2 = 0
+            rep, pad = (vals[5], vals[6]) if self.has_rep else (0, 0)
+            if fre_off > self.fre_len:
+                raise SFrameError(off + 8, "FDE %d: start_fre_off %#x is beyond fre_len %#x" % (i, fre_off, self.fre_len))
+            info_off = off + 16
+        stype = info & F.FDE_INFO_FRE_TYPE_MASK
+        if stype > _MAX_FRE_TYPE:
+            raise SFrameError(info_off, "FDE %d: invalid FRE type %d" % (i, stype))
+        if rep == 0 and (info >> F.FDE_INFO_PCTYPE_BIT) & 1 and self.has_rep:
+            raise SFrameError(info_off + 2 if self.v3 else off + 17, "FDE %d: PC type MASK with repetition block size 0" % i)
+        return (i, off, start_field, start, size, fre_off, num, info, info2, rep, pad)
+
+    def _fres(self, i: int, fre_off: int, num: int, stype: int, size: int) -> List[RawFRE]:
+        """FDE i's `num` FREs of start type `stype`, raw, checked: inside fre_len, valid data-word
+        sizes, starts increasing and within the function's `size`."""
+        data, end = self.data, self.fre_end
+        pos = self.fres_at + fre_off
+        ssize = _START_BYTES[stype]
+        if num * (ssize + 1) > end - pos:
+            raise SFrameError(pos, "FDE %d: %d FREs cannot fit in the %d bytes left of fre_len"
+                              % (i, num, max(end - pos, 0)))
+        read_start, data_bytes = self.start_readers[stype], F.FRE_DATA_BYTES
+        raw: List[RawFRE] = []
+        prev = -1
+        for _ in range(num):
+            q = pos + ssize
+            if q >= end:
+                self._bad_fre(i, stype, size, len(raw), pos, prev)
+            n = data_bytes[data[q]]
+            if n is None:
+                self._bad_fre(i, stype, size, len(raw), pos, prev)
+            r = q + 1 + n
+            fre_start = read_start(pos)
+            if r > end or fre_start > size or fre_start <= prev:
+                self._bad_fre(i, stype, size, len(raw), pos, prev)
+            raw.append((pos, fre_start, data[q:r]))
+            prev = fre_start
+            pos = r
+        return raw
+
+    def _bad_fre(self, i: int, stype: int, size: int, k: int, pos: int, prev: int) -> None:
+        """Raise the error of FDE i's FRE k at pos, which failed `_fres`' checks (the slow path)."""
+        end, data = self.fre_end, self.data
+        ssize = _START_BYTES[stype]
+        if pos + ssize + 1 > end:
+            raise SFrameError(pos, "FDE %d: FRE %d overruns fre_len" % (i, k))
+        info = data[pos + ssize]
+        n = F.FRE_DATA_BYTES[info]
+        if n is None:
+            raise SFrameError(pos + ssize, "FDE %d: FRE %d has invalid data-word size code %d"
+                              % (i, k, (info >> F.FRE_INFO_SIZE_SHIFT) & F.FRE_INFO_SIZE_MASK))
+        if pos + ssize + 1 + n > end:
+            count = (info >> F.FRE_INFO_COUNT_SHIFT) & F.FRE_INFO_COUNT_MASK
+            raise SFrameError(pos, "FDE %d: FRE %d's %d data words overrun fre_len" % (i, k, count))
+        start = self.start_readers[stype](pos)
+        if start > size:
+            raise SFrameError(pos, "FDE %d: FRE %d starts at %#x, beyond the function size %#x"
+                              % (i, k, start, size))
+        raise SFrameError(pos, "FDE %d: FRE %d start %#x does not increase (previous %#x)" % (i, k, start, prev))
 
 
 def _field_reader(data, fmt):
