@@ -1,4 +1,4 @@
-"""Fuzzing the unwinder on real stacks: shared by tests/test_unwind_fuzz.py and bench/fuzz_unwind.py.
+"""Fuzzing the unwinder on real stacks: shared by tests/test_reliability.py and bench/fuzz_unwind.py.
 
 A case is a real core (its modules with SFrame, its memory) with the first thread's registers
 and some words of its stack changed: wild return addresses, pointers to themselves or further

@@ -8,7 +8,7 @@ in blocks, and applies a plan with a few additions and word reads.
 It computes only the ordinary case.  Everything else (a safety check fails, a read fails, no FDE,
 a signal frame, the outermost frame, a rule that needs more than SP and FP) goes to `unwind.step`,
 which gives the same frame or the Stop with its reason: the fast path never decides a stop.
-tests/test_ahead.py checks that both agree frame for frame.
+tests/test_backtrace.py (test_ahead_agrees_with_step) checks that both agree frame for frame.
 """
 
 import operator
