@@ -212,8 +212,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 return None
             return self._unwind(pf, plugin, level)
         except Exception as exc:          # anything at all: decline, never raise into GDB
-            self.plugin.log("frame #%s: declined after an internal error: %s: %s"
-                            % (_level(pf), type(exc).__name__, exc))
+            level = _level(pf)
+            why = "%s%s: %s" % (INTERNAL_ERROR, type(exc).__name__, exc)
+            if isinstance(level, int):
+                self.problems[level] = (None, why)     # (sframe verify counts them)
+            self.plugin.log("frame #%s: declined after an %s" % (level, why))
             return None
 
     def _decline(self, level, pc, why, always=False):
@@ -262,6 +265,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         regs = LazyRegisters(read) if callee_saved and not full else None
         frame = frame_from_registers(abi, pc, read, full=full, regs=regs, interrupted=full and level > 0)
         if frame.sp is None:      # as an internal error: no record for this level
+            self.problems[level] = (pc, "GDB cannot read %s" % arch.sp)
             plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
             return None
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved,
@@ -443,6 +447,9 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: outermost frame (%s)" % (level, pc, stop.message))
         return pf.create_unwind_info(FrameId(gdb.Value(sp), gdb.Value(func)))
+
+
+INTERNAL_ERROR = "internal error: "     # how a problem caused by an exception in the plugin begins
 
 
 def _level(pf):

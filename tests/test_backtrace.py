@@ -618,9 +618,14 @@ def gdb_real_frames(thread):
 REGISTERS = {"equal": 0, "not recovered": 0}     # callee-saved registers GDB knows, over every core
 
 
-def compare_thread(ours, theirs):
+# The modules of a fixture's process that have no SFrame (Debian's C library has none).
+NO_SFRAME = ("libc.so.6", "ld-linux-x86-64.so.2", "ld64.so.1", "ld-linux-aarch64.so.1", "[vdso]", "linux-vdso.so.1", "??")
+
+
+def compare_thread(ours, theirs, cfi):
     """Problems (strings) between our printed frames and GDB's, frame by frame (PC, CFA, name, and
-    each callee-saved register GDB knows: a different value is a problem)."""
+    each callee-saved register GDB knows: a different value is a problem).  `cfi`: the walk had
+    the DWARF CFI fallback (the default), else SFrame alone (--no-eh-frame)."""
     gdb_frames = gdb_real_frames(theirs)
     problems = []
     if not ours.frames:
@@ -675,7 +680,14 @@ def compare_thread(ours, theirs):
     if last["cfa"] is not None:
         problems.append("the last frame has a CFA: %s" % ours.stop)
     elif ours.stop.startswith("Backtrace stopped: no SFrame information"):
-        pass    # GDB goes on (or stops too when it has no unwind information for the C library)
+        if cfi:
+            # Neither SFrame nor CFI covers the PC: GDB, which has the same CFI, ends there too.
+            if len(gdb_frames) != len(ours.frames):
+                problems.append("no SFrame or CFI found at #%d (%s), GDB goes on to %d frames"
+                                % (last["level"], last["module"], len(gdb_frames)))
+        elif last["module"] not in NO_SFRAME:
+            # SFrame alone ends at the first module without SFrame (the C library), nowhere else.
+            problems.append("no SFrame found at #%d in %s, which has SFrame" % (last["level"], last["module"]))
     elif ours.stop.startswith("Backtrace stopped: reached the outermost frame"):
         # through the C library by its DWARF CFI to _start (or clone), where GDB ends too
         if len(gdb_frames) != len(ours.frames):
@@ -725,7 +737,7 @@ def _compare_printed(rec, gdb_info, sysroot, cfi):
     by_lwp = {t["lwp"]: t for t in gdb_info["threads"]}
     for p in printed:
         g = by_lwp.get(p.lwp)
-        threads.append((p, g, ["GDB has no thread %d" % p.lwp] if g is None else compare_thread(p, g)))
+        threads.append((p, g, ["GDB has no thread %d" % p.lwp] if g is None else compare_thread(p, g, cfi)))
     missing = set(by_lwp) - {p.lwp for p in printed}
     if missing:
         threads.append((Printed(0), None, ["threads %s not printed" % sorted(missing)]))

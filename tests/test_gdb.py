@@ -108,7 +108,9 @@ def run_gdb(gdb, lines, workdir, args=(), timeout=600, cwd=None):
     script.write_text("\n".join(head + list(lines)) + "\n")
     proc = T.run_in(tc, [prog, "-nx", "-batch", "-x", str(script), *args], cwd=cwd or workdir,
                     binds=[workdir], timeout=timeout)
-    return Out(proc.stdout + proc.stderr)
+    out = Out(proc.stdout + proc.stderr)
+    out.stderr = proc.stderr          # what GDB wrote to its standard error (also in the text, at the end)
+    return out
 
 
 def twin_copies(build, workdir):
@@ -417,6 +419,7 @@ VERIFY_PLAN = [        # in the order the breakpoints are hit
 _SUMMARY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)
 _REGISTERS = re.compile(r"^sframe verify: callee-saved registers: (\d+) equal, (\d+) not recovered, (\d+) different$",
                         re.M)
+_UNCHECKED = re.compile(r"^sframe verify: (\d+) frames not checked, (\d+) of them after an internal error$", re.M)
 
 
 def verify_lines(build, steps_scale=1, remote_port=None, sysroot=None):
@@ -446,24 +449,33 @@ def verify_lines(build, steps_scale=1, remote_port=None, sysroot=None):
     return lines
 
 
-def check_verify(out, fixtures):
-    """Every `sframe verify` ran, checked frames unwound with SFrame, and found no disagreement
-    (a callee-saved register of a different value is one).  Returns {fixture: (equal, not
+def check_verify(out, fixtures, steps_scale=1):
+    """Every `sframe verify` ran, stepped as many times as asked (no `stepi` failed, the program
+    did not end), checked frames unwound with SFrame at every stop, left none of the frames SFrame
+    covers unchecked (a frame the unwinder declines, for an internal error or any other reason,
+    would otherwise fall back to DWARF and be compared with itself), and found no disagreement (a
+    callee-saved register of a different value is one).  Returns {fixture: (equal, not
     recovered)} counts of the callee-saved registers DWARF knows in the callers of SFrame frames."""
     assert "Traceback" not in out and "Python Exception" not in out, out
+    for bad in ("stepi failed", "the program is gone", "not checked:", "internal error"):
+        assert bad not in out, "%r in the verify output:\n%s" % (bad, out[-4000:])
     counts = {}
     for fx in fixtures:
         text = out.between("verify %s" % fx, None)
         nxt = text.find("MARK verify ")
         text = text[:nxt] if nxt >= 0 else text
         wanted = [w for f, w, _ in VERIFY_PLAN if f == fx] + (["thread-1"] if fx == "threads" else [])
+        steps = [max(1, n * steps_scale) for f, _w, n in VERIFY_PLAN if f == fx] + ([0] if fx == "threads" else [])
         for w in wanted:
             assert "MARK at %s %s\n" % (fx, w) in text, "verify at %s %s did not run:\n%s" % (fx, w, text[-3000:])
         sums = _SUMMARY.findall(text)
         assert len(sums) == len(wanted), "%s: %d verify summaries, %d expected:\n%s" % (fx, len(sums), len(wanted), text[-3000:])
-        for (frames, stops, bad), w in zip(sums, wanted):
+        for (frames, stops, bad), w, n in zip(sums, wanted, steps):
             assert int(bad) == 0, "%s %s: disagreements:\n%s" % (fx, w, text[-4000:])
-            assert int(frames) > 0 and int(stops) >= 1, "%s %s: nothing checked" % (fx, w)
+            assert int(stops) == n + 1, "%s %s: %s stops, %d asked:\n%s" % (fx, w, stops, n + 1, text[-3000:])
+            assert int(frames) > 0, "%s %s: nothing checked" % (fx, w)
+        unchecked = _UNCHECKED.findall(text)
+        assert unchecked == [("0", "0")] * len(wanted), "%s: frames not checked: %s" % (fx, unchecked)
         regs = _REGISTERS.findall(text)
         assert len(regs) == len(wanted), "%s: %d register summaries, %d expected" % (fx, len(regs), len(wanted))
         assert all(int(d) == 0 for _e, _m, d in regs), text[-4000:]
@@ -866,6 +878,40 @@ def test_verify_reports_disagreements(corpus, tmp_path, gdb, toolchain):
     assert re.search(r"^frame #1 .*: PC 0x[0-9a-f]+ with SFrame, 0x[0-9a-f]+ with the reference$", out, re.M), out
     s = _SUMMARY.findall(out)
     assert len(s) == 1 and s[0][2] == "2", out
+
+
+# A fault planted in the plugin inside GDB: every stack slot the save-slot analysis proves is
+# taken 8 bytes lower, so each recovered callee-saved register reads its neighbour's slot.
+SHIFTED_SLOTS = """python
+import sframekit.core.saves.analysis as _analysis
+_plan = _analysis.plan
+def _shifted(*args, **kw):
+    p = _plan(*args, **kw)
+    return _analysis.Plan(tuple((r, b, o - 8) for r, b, o in p.slots), p.unchanged)
+_analysis.plan = _shifted
+end"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")])
+def test_verify_reports_a_wrong_callee_saved_register(corpus, tmp_path, gdb, toolchain):
+    """verify's register comparison is shown to fail: with the save slots shifted by a planted
+    fault, the callers' callee-saved registers differ from DWARF's, and verify names them as
+    disagreements (where without the fault it finds 0 different)."""
+    exe = corpus.get(toolchain, "recurse", "O2-nofp").path
+    run = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % exe, "break stop_here",
+           "run %s" % " ".join(STOPS["recurse"][1])]
+    good = run_gdb(gdb, run + ["sframe verify -steps 3", "kill"], tmp_path)
+    bad = run_gdb(gdb, run + SHIFTED_SLOTS.splitlines() + ["sframe verify -steps 3", "kill"], tmp_path)
+    for out in (good, bad):
+        assert "Traceback" not in out and "Python Exception" not in out, out
+    (g_equal, _g_missing, g_diff), = _REGISTERS.findall(good)
+    assert int(g_equal) > 0 and g_diff == "0", good
+    (_b_equal, _b_missing, b_diff), = _REGISTERS.findall(bad)
+    names = set(re.findall(r"^stop \d+ \(pc 0x[0-9a-f]+\): frame #\d+ \([^)]*\): (\w+) 0x[0-9a-f]+ with SFrame, "
+                           r"0x[0-9a-f]+ with the reference$", bad, re.M))
+    assert int(b_diff) > 0 and names and names <= {"rbx", "r12", "r13", "r14", "r15"}, bad
+    (_frames, _stops, disagreements), = _SUMMARY.findall(bad)
+    assert int(disagreements) >= int(b_diff), bad
 
 
 # -- re-run, attach ----------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ Two GDB sessions run the same script on the fixture programs with their CFI inta
 plan, and at every `stepi` of that plan, `bt full`; at the breakpoints also `info frame` in frames
 1 and 2, `up`/`down`, `info registers` in frame 1 and, before moving on, `finish`.  The outputs
 must be the same, line for line (lines naming process ids and ports, which differ between two
-runs, aside).  qemu-user places the guest's stack and libraries anew in each run (randomisation
+runs, aside; GDB's warnings are compared like any other line), and so must everything GDB writes to
+its standard error in the whole session.  qemu-user places the guest's stack and libraries anew in each run (randomisation
 off or not), so under qemu both outputs come from the same process and GDB: the commands that
 change nothing run at the stop, then the plugin is sourced and they run again.  The session with the plugin also proves that the plugin was there and would have
 taken those frames in mode `always` (the probe lines, outside the compared text).
@@ -24,7 +25,7 @@ CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid"), ("gdb18", "tr
 
 # Lines that differ between two runs of the same program whatever the plugin does: process ids,
 # ports, and glibc's mangled pointers in a jmp_buf (the pointer guard is random in every process).
-_VOLATILE = re.compile(r"\(LWP \d+\)|process \d+|Remote debugging using|^Reading |^warning: |jmp_buf = ")
+_VOLATILE = re.compile(r"\(LWP \d+\)|process \d+|Remote debugging using|^Reading |jmp_buf = ")
 
 
 def stop_plan(fixture):
@@ -156,11 +157,16 @@ def compare_sessions(gdb, toolchain, plans, tmp_path):
     without, with_ = outs[False], outs[True]
     assert "Traceback" not in with_ and "Python Exception" not in with_, with_
     assert "sframe-gdb: SFrame unwinder installed" in with_
+    # GDB's standard error over the whole session, outside the compared blocks too: the plugin adds
+    # no warning or error anywhere.
+    ids_a, ids_b = process_ids(without), process_ids(with_)
+    err_a, err_b = without.stderr.splitlines(), with_.stderr.splitlines()
+    assert len(err_a) == len(err_b) and all(same_but_ids(p, q, ids_a, ids_b) for p, q in zip(err_a, err_b)), \
+        "GDB's standard error differs with the plugin loaded:\n%s" % _diff(err_a, err_b)
     a, b = compared(without), compared(with_)
     wanted = sum(2 * len(plan) for _, plan in plans)
     assert len(a) == wanted and len(b) == wanted, "%d and %d compared blocks, %d expected" % (len(a), len(b), wanted)
     lines = 0
-    ids_a, ids_b = process_ids(without), process_ids(with_)
     for (head, x), (head2, y) in zip(a, b):
         assert head == head2
         assert any(ln.startswith("#0  ") for ln in x), "%s: no stack there:\n%s" % (head, "\n".join(x))

@@ -84,6 +84,12 @@ def summary(frames: int, stops: int, disagreements: int) -> str:
     return "sframe verify: %d frames checked at %d stops, %d disagreements" % (frames, stops, disagreements)
 
 
+def unchecked_line(frames: int, internal: int) -> str:
+    """The line counting the frames SFrame covers that the unwinder declined (so nothing of them
+    was compared), and how many of those it declined after an internal error."""
+    return "sframe verify: %d frames not checked, %d of them after an internal error" % (frames, internal)
+
+
 @dataclass
 class RegisterCounts:
     """Callee-saved registers of frames whose registers came from an SFrame unwind, against the reference."""

@@ -7,6 +7,7 @@ import gdb
 from ...core.sframe.format import MASK64
 from .. import dwarf
 from ..arch import reg_int
+from ..unwinder import INTERNAL_ERROR
 from .common import flush_frames, frame_arch, has_registers
 
 
@@ -61,9 +62,12 @@ own DWARF unwinder (SFrame off, DWARF on, then both put back as they were), and 
 a frame unwound with SFrame the callee-saved registers (those DWARF knows: equal, not recovered
 or different; a different value is a disagreement).  With -steps N, also step N instructions
 (stepi), checking at every stop.  -frames N limits the frames checked per stop (default 256).
-Prints each disagreement and two summary lines:
+Frames SFrame covers that the unwinder declined (a stop reason, an unusable section, an internal
+error) cannot be checked: each is listed as "not checked" with the reason.  Prints each
+disagreement and three summary lines:
   sframe verify: N frames checked at M stops, K disagreements
-  sframe verify: callee-saved registers: E equal, U not recovered, D different"""
+  sframe verify: callee-saved registers: E equal, U not recovered, D different
+  sframe verify: F frames not checked, I of them after an internal error"""
 
     def __init__(self, plugin):
         super().__init__("sframe verify", gdb.COMMAND_STACK, gdb.COMPLETE_NONE)
@@ -74,7 +78,7 @@ Prints each disagreement and two summary lines:
         steps, max_frames = self._parse(arg)
         if not has_registers():
             raise gdb.GdbError("sframe verify: the program has no stack (run it, attach or load a core file).")
-        frames = stops = 0
+        frames = stops = unchecked = internal = 0
         bad = []
         regs = verifymod.RegisterCounts()
         quiet = _suppress_notifications(True) if steps else None
@@ -94,6 +98,8 @@ Prints each disagreement and two summary lines:
                 except gdb.error as exc:
                     raise gdb.GdbError("sframe verify: %s" % exc) from None
                 for level, (pc, why) in sorted(self._problems.items()):
+                    unchecked += 1
+                    internal += why.startswith(INTERNAL_ERROR)
                     gdb.write("%sframe #%d: not checked: pc %#x: %s\n" % (
                         "stop %d (pc %#x): " % (k, self._pc0) if steps else "", level, pc or 0,
                         why[len("declined: "):] if why.startswith("declined: ") else why))
@@ -113,6 +119,7 @@ Prints each disagreement and two summary lines:
                 gdb.write("sframe verify: not checked: %s\n" % m.problem)
         gdb.write(verifymod.summary(frames, stops, len(bad)) + "\n")
         gdb.write(regs.line() + "\n")
+        gdb.write(verifymod.unchecked_line(unchecked, internal) + "\n")
 
     @staticmethod
     def _parse(arg):
