@@ -87,7 +87,7 @@ def summary(frames: int, stops: int, disagreements: int) -> str:
 def unchecked_line(frames: int, internal: int) -> str:
     """The line counting the frames SFrame covers that the unwinder declined (so nothing of them
     was compared), and how many of those it declined after an internal error."""
-    return "sframe verify: %d frames not checked, %d of them after an internal error" % (frames, internal)
+    return "sframe verify: %d frames not checked, %d of them after a plugin error" % (frames, internal)
 
 
 @dataclass

@@ -90,6 +90,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed(report) else 0
 
 
+def cmd_cfi(args: argparse.Namespace) -> int:
+    """Write the program's SFrame out as DWARF CFI in a side file (core.elf.sidefile)."""
+    from ..elf import sidefile
+    if (args.output is None) == (args.build_id_dir is None):
+        raise UsageError("give -o OUT or --build-id-dir DIR (one of them)")
+    out = args.output or sidefile.build_id_path(args.build_id_dir, args.file)
+    if args.build_id_dir:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+    made = sidefile.write(args.file, out, callee_saved=args.registers, all_functions=args.all)
+    print("%s: %d function%s with SFrame written as %d DWARF FDE%s%s%s" % (
+        out, made.functions, "" if made.functions == 1 else "s", made.fdes, "" if made.fdes == 1 else "s",
+        "; %d left to the program's own CFI" % made.skipped if made.skipped else "",
+        "; its symbols from .dynsym (the program has no .symtab)" if made.symtab_from_dynsym else ""))
+    if made.build_id is None:
+        print("warning: %s has no build ID: no debugger finds this file by itself; load it with GDB's "
+              "add-symbol-file or LLDB's target symbols add -s" % args.file, file=sys.stderr)
+    return 0
+
+
 def package_dir() -> str:
     """The directory imported as the package `sframekit`: the checkout, or the installed copy."""
     core = sys.modules[__name__.rsplit(".", 2)[0]]      # sframekit.core, whose folder is in it
@@ -152,6 +171,22 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--function", metavar="NAME", help="only this function (as the findings name it)")
     ck.add_argument("--max", type=int, metavar="N", help="print at most N disagreements (all are counted)")
     ck.set_defaults(func=cmd_check)
+    cf = sub.add_parser("cfi", help="write the SFrame section out as DWARF CFI (.debug_frame) in a side file",
+                        description="Write a separate debug file holding the program's SFrame as DWARF call-frame "
+                        "information (.debug_frame), with the callee-saved registers the function's code proves "
+                        "(the others undefined), the program's build ID and its section layout: GDB, LLDB and "
+                        "eu-stack then unwind with it where the program has no CFI of its own.  Functions the "
+                        "program's own CFI covers are left out unless --all.",
+                        epilog="Use it:  gdb -iex 'set debug-file-directory DIR' PROG   |   lldb: target symbols add "
+                        "OUT   |   eu-stack --debuginfo-path=DIR ...  (DIR as given to --build-id-dir)")
+    cf.add_argument("file")
+    cf.add_argument("-o", "--output", metavar="OUT", help="the side file to write")
+    cf.add_argument("--build-id-dir", metavar="DIR",
+                    help="write DIR/.build-id/xx/rest.debug instead, where debuggers look for it")
+    cf.add_argument("--all", action="store_true", help="also the functions the program's own CFI covers")
+    cf.add_argument("--registers", action=argparse.BooleanOptionalAction, default=True,
+                    help="the callee-saved registers the function's code proves (default: on; off: all undefined)")
+    cf.set_defaults(func=cmd_cfi)
     gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
     gi.set_defaults(func=cmd_gdbinit)
     li = sub.add_parser("lldbinit", help="print the line that loads this copy into LLDB (for ~/.lldbinit)")

@@ -175,6 +175,89 @@ def register_rule(row: dict, reg: int) -> Tuple[Optional[Rule], str]:
     return None, r.type
 
 
+# DW_CFA_AARCH64_negate_ra_state (GNU_window_save elsewhere): pyelftools 0.29 stops at it ("Unknown
+# CFI opcode"), so a PAC-enabled AArch64 library would have no CFI here at all.  It only toggles
+# whether the RA is signed, and the unwinder strips every AArch64 RA's signature: it is read as
+# DW_CFA_nop.
+_NEGATE_RA_STATE = 0x2D
+_NOP = 0x00
+
+
+def _uleb_end(data: bytes, pos: int) -> int:
+    while pos < len(data) and data[pos] & 0x80:
+        pos += 1
+    return pos + 1
+
+
+def _block_end(data: bytes, pos: int) -> int:
+    end = _uleb_end(data, pos)
+    value = shift = 0
+    for b in data[pos:end]:
+        value |= (b & 0x7F) << shift
+        shift += 7
+    return end + value
+
+
+# The operands of each low CFA opcode (DWARF 5, 6.4.2; GNU): "u" ULEB128, "s" SLEB128 (one form),
+# "b" a ULEB128-counted block, or a fixed byte count.
+_OPERANDS = {0x00: (), 0x02: (1,), 0x03: (2,), 0x04: (4,), 0x05: "uu", 0x06: "u", 0x07: "u", 0x08: "u", 0x09: "uu",
+             0x0A: (), 0x0B: (), 0x0C: "uu", 0x0D: "u", 0x0E: "u", 0x0F: "b", 0x10: "ub", 0x11: "us", 0x12: "us",
+             0x13: "s", 0x14: "uu", 0x15: "us", 0x16: "ub", 0x1D: (8,), 0x2D: (), 0x2E: "u", 0x2F: "uu"}
+
+
+def without_negate_ra_state(code: bytes) -> Optional[bytes]:
+    """A CFA instruction stream with each DW_CFA_AARCH64_negate_ra_state made a DW_CFA_nop, or None
+    when the stream holds an opcode whose length is not known here (DW_CFA_set_loc among them)."""
+    out = bytearray(code)
+    pos = 0
+    while pos < len(code):
+        op = code[pos]
+        pos += 1
+        if op & 0xC0:                          # advance_loc, offset (a ULEB128 operand), restore
+            if op & 0xC0 == 0x80:
+                pos = _uleb_end(code, pos)
+            continue
+        if op == _NEGATE_RA_STATE:
+            out[pos - 1] = _NOP
+        operands = _OPERANDS.get(op)
+        if operands is None:
+            return None
+        for kind in operands:
+            if isinstance(kind, int):
+                pos += kind
+            elif kind == "b":
+                pos = _block_end(code, pos)
+            else:
+                pos = _uleb_end(code, pos)
+    return bytes(out) if pos == len(code) else None
+
+
+_PARSER: list = []
+
+
+def _parser_class():
+    """pyelftools' CallFrameInfo, reading DW_CFA_AARCH64_negate_ra_state as DW_CFA_nop (made once)."""
+    if _PARSER:
+        return _PARSER[0]
+    from elftools.dwarf.callframe import CallFrameInfo
+
+    class Parser(CallFrameInfo):
+        def _parse_instructions(self, structs, offset, end_offset):
+            stream = self.stream
+            data = stream.getvalue()
+            code = data[offset:end_offset]
+            if _NEGATE_RA_STATE in code:
+                fixed = without_negate_ra_state(code)
+                if fixed is not None and fixed != code:
+                    self.stream = io.BytesIO(data[:offset] + fixed + data[end_offset:])
+            try:
+                return super()._parse_instructions(structs, offset, end_offset)
+            finally:
+                self.stream = stream
+    _PARSER.append(Parser)
+    return Parser
+
+
 class CfiRow(NamedTuple):
     """The DWARF CFI rules at one address, for the unwinder: the CFA rule (None: an expression
     it cannot follow) and every register's rule the row names ({DWARF number: Rule or None})."""
@@ -232,7 +315,7 @@ class CfiRows:
         if sec is None:
             return None
         try:
-            from elftools.dwarf.callframe import FDE, CallFrameInfo
+            from elftools.dwarf.callframe import FDE
             if self._structs is None:
                 self._structs = dwarf_structs(not self.abi.big_endian, 32, self.abi.ptr_size)
                 self._expr = Expr(self._structs, self.abi)
@@ -241,8 +324,8 @@ class CfiRows:
             if parser is None:
                 # Addresses as linked (the section's own, unbiased): the rows' pcs get the bias.
                 data = sec.r.data
-                parser = self._parsers[name] = CallFrameInfo(io.BytesIO(data), len(data), (sec.address - bias) & MASK64,
-                                                             self._structs, for_eh_frame=sec.eh)
+                parser = self._parsers[name] = _parser_class()(io.BytesIO(data), len(data), (sec.address - bias) & MASK64,
+                                                               self._structs, for_eh_frame=sec.eh)
             with shared_structs():
                 entry = parser._parse_entry_at(offset)     # one FDE (pyelftools has no public call for it)
                 if not isinstance(entry, FDE) or misdecoded(entry):

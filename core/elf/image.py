@@ -30,6 +30,7 @@ PT_LOAD = 1
 PT_DYNAMIC = 2
 PT_NOTE = 4
 PT_PHDR = 6
+_PT_INTERP = 3
 SHF_ALLOC = 0x2
 # Symbols (ELF gABI): function types (STT_FUNC, STT_GNU_IFUNC), STB_GLOBAL, the first reserved section index.
 _FUNC_TYPES = (2, 10)
@@ -380,6 +381,8 @@ class ElfImage:
         self.big_endian = not elf.little_endian
         self.elfclass = elf.elfclass
         self.e_type = elf["e_type"]
+        self.entry = elf["e_entry"]
+        self.interpreter = False
         self.sframe = None
         found = None
         sections = section_headers(elf)
@@ -399,6 +402,8 @@ class ElfImage:
                 found = SFrameData(seg.data(), seg["p_vaddr"], seg["p_offset"], "PT_GNU_SFRAME")
             if ptype == PT_LOAD:
                 self.loads.append(Load(seg["p_vaddr"], seg["p_memsz"], seg["p_offset"], seg["p_filesz"]))
+            elif ptype == _PT_INTERP:
+                self.interpreter = True
         self.sframe = found
         self._plts = [(sec.addr, sec.size, sec.name) for sec in sections if sec.name.startswith(".plt") and sec.addr]
         self._section_addrs = {}
@@ -563,6 +568,16 @@ class ElfImage:
         if a >= start + max(size, 1):
             return None
         return name, a - start
+
+    def function_at(self, addr: int) -> Optional[Tuple[int, int, str]]:
+        """(start, size, name) of the function symbol containing link-time address addr (a symbol
+        of size 0 contains only its own address), or None."""
+        syms = self._symtab()
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i < 0:
+            return None
+        start, size, name = syms[i]
+        return (start, size, name) if addr < start + max(size, 1) else None
 
     def resolve(self, name: str) -> Optional[int]:
         """Link-time address of function symbol `name`, or None."""

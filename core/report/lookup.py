@@ -5,7 +5,7 @@ code its own way; what is said, and where a caller's PC is looked up, is decided
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, Union
 
 from ..arch import abi as abimod
 from ..saves import analysis as saves
@@ -19,13 +19,15 @@ if TYPE_CHECKING:
 
 def lookup_report(addr: int, module: "Module", match: "Match", symbol: Optional[Tuple[str, int]] = None, *,
                   caller: bool = False, read_code: Optional[saves.CodeReader] = None,
-                  symbolize: Optional[saves.Symbolize] = None, after: Sequence[str] = ()) -> List[str]:
+                  symbolize: Optional[saves.Symbolize] = None,
+                  after: Union[Sequence[str], Callable[[], Sequence[str]]] = ()) -> List[str]:
     """Every line of a look-up of `addr` (`match` is the FRE in effect there, in `module`).
 
     `caller`: addr is a caller's PC (a return address), whose frame is unwound from the call
     before it: the callee-saved registers are then found at addr - 1, as an unwinder finds them.
     `read_code` reads the function's code (None: no callee-saved lines); `symbolize` names the
-    function symbol at an address; `after`: lines that follow (the debugger's own).
+    function symbol at an address; `after`: lines that follow (the debugger's own), or a function
+    that makes them once the rest is done.
     """
     extra: List[str] = []
     if read_code is not None:
@@ -33,7 +35,7 @@ def lookup_report(addr: int, module: "Module", match: "Match", symbol: Optional[
         at = lookup_address(addr, caller)
         found = module.index.lookup(at) if at != addr else match
         extra = saves_lines(module.index, found or match, read_code, addr, symbolize)
-    return lookup_lines(addr, module, match, symbol, extra + list(after))
+    return lookup_lines(addr, module, match, symbol, extra + list(after() if callable(after) else after))
 
 
 def lookup_lines(addr: int, module: "Module", match: "Match", symbol: Optional[Tuple[str, int]] = None,

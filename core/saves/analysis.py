@@ -20,9 +20,10 @@ Results are cached per function (the index's `saves` cache) and per FRE.
 """
 
 import re
-from typing import Dict, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..arch import abi as abimod
+from ..sframe import format as F
 from .flow_analyser import A64Function, S390Function
 from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, unknown
 from .x86 import X86Function
@@ -68,6 +69,56 @@ class _Refused:
     def at(self, match) -> Dict[int, Save]:
         return self._answer
 
+    def instruction_starts(self) -> List[int]:
+        return []
+
+
+def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize], regs):
+    """The analysed function of `fde` (memoized on the index), or None when no analyser takes
+    the ABI or the function is too large to analyse."""
+    analyser = _ANALYSERS.get(abi.sframe_abi)
+    if analyser is None or fde.size > MAX_FUNCTION_SIZE:
+        return None
+    cache = index.saves
+    func = cache.get(fde.start)
+    if func is None:
+        if len(cache) >= CACHE_LIMIT:
+            cache.clear()
+        why = _entry_problem(abi, fde, symbolize)
+        func = analyser(abi, index, fde, read_code) if why is None else _Refused(regs, why)
+        if not getattr(func, "unreadable", False):
+            cache[fde.start] = func     # (code this reader could not read may be readable by another)
+    return func
+
+
+def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize] = None
+          ) -> List[Tuple[int, Dict[int, Save]]]:
+    """`at` over a whole function: [(address, {DWARF regnum: Save})] at its entry and at each
+    instruction where the answer changes (MASK FDEs: over the first repetition block).  What a
+    writer of DWARF CFI needs: the places are exact at every instruction, not only at FREs."""
+    regs = [r for r in abi.callee_saved if r != abi.fp]
+    func = _function(abi, index, fde, read_code, symbolize, regs)
+    if func is None:
+        return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]
+    end = fde.start + (fde.block_size if fde.pc_type is F.PCType.MASK and fde.block_size else fde.size)
+    out: List[Tuple[int, Dict[int, Save]]] = []
+    for pc in func.instruction_starts() or [fde.start]:
+        if pc >= end:
+            break
+        match = index.lookup(pc)
+        if match is None or match.fde.start != fde.start:
+            continue
+        where = func.at(match)
+        if not out or out[-1][1] != where:
+            out.append((pc, where))
+    return out
+
+
+class _Entry(NamedTuple):
+    """A stand-in match at a function's entry, for a function without rows there."""
+    fde: object
+    pc: int = 0
+
 
 def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Optional[Symbolize] = None
        ) -> Dict[int, Save]:
@@ -79,20 +130,13 @@ def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Opti
     symbol at an address: a `.cold` part or an FDE inside a function is refused, and on s390x
     only an FDE a symbol starts at is taken.
     """
-    analyser = _ANALYSERS.get(abi.sframe_abi)
     regs = [r for r in abi.callee_saved if r != abi.fp]
-    if analyser is None:
+    if abi.sframe_abi not in _ANALYSERS:
         return {r: unknown("no save-slot analysis for %s" % abi.name) for r in regs}
     if match.fde.size > MAX_FUNCTION_SIZE:
         return {r: unknown("the function is larger than %d bytes: not analysed" % MAX_FUNCTION_SIZE) for r in regs}
-    cache = index.saves
-    fde = match.fde
-    func = cache.get(fde.start)
-    if func is None:
-        if len(cache) >= CACHE_LIMIT:
-            cache.clear()
-        why = _entry_problem(abi, fde, symbolize)
-        func = cache[fde.start] = analyser(abi, index, fde, read_code) if why is None else _Refused(regs, why)
+    func = _function(abi, index, match.fde, read_code, symbolize, regs)
+    assert func is not None
     return func.at(match)
 
 

@@ -26,6 +26,7 @@ class FlowFunction:
         code = function_code(fde, read_code)
         if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
+            self.unreadable = True
             return
         ops = self.decode(code, fde.start)
         if not ops:
@@ -43,6 +44,10 @@ class FlowFunction:
             return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
         self.starts = [op.addr for op in ops]
+
+    def instruction_starts(self) -> List[int]:
+        """Where the function's instructions start (only its entry where they could not be decoded)."""
+        return list(self.starts) if self.starts and not self.failed else [self.fde.start]
 
     def at(self, match) -> Dict[int, Save]:
         if self.failed:

@@ -41,6 +41,7 @@ class X86Function:
         code = function_code(fde, read_code)
         if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
+            self.unreadable = True
             return
         self._analyse(code)
 
@@ -224,6 +225,12 @@ class X86Function:
         if self.depth_regs.get(depth) != {reg}:
             return False
         return not any(k1 < depth <= k2 for k1, k2 in self.allocs)
+
+    def instruction_starts(self) -> List[int]:
+        """Where the function's instructions start (only its entry where they could not be measured)."""
+        ends = getattr(self, "ends", None)
+        end = self.fde.start + self.fde.size
+        return sorted({self.fde.start} | {e for e in ends if e < end}) if ends and not self.failed else [self.fde.start]
 
     def at(self, match) -> Dict[int, Save]:
         got = self._per_pc.get(match.pc)

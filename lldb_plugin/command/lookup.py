@@ -54,14 +54,15 @@ registers) follow.
 
         def read_code(start, size):
             return image.file_bytes(start - bias, size) if image is not None else None
-        values = []
-        if selected:
+        def values():
+            if not selected:
+                return []
             abi = abi_of(target)
             topmost = frame.GetFrameID() == 0
             state = frame_state(frame, abi, topmost)
-            values = values_lines(frame.GetFrameID(), rule_values(state, abi=abi, read=memory_reader(process),
-                                                                  find=TRACKER.find, topmost=topmost,
-                                                                  callee_saved=True, symbolize=symbolizer(target)))
+            return values_lines(frame.GetFrameID(), rule_values(state, abi=abi, read=memory_reader(process),
+                                                                find=TRACKER.find, topmost=topmost,
+                                                                callee_saved=True, symbolize=symbolizer(target)))
         # A caller's frame is looked up at its return address - 1, inside the call (as GDB does).
         return lookup_report(addr, module, match, symbol, caller=selected and frame.GetFrameID() > 0,
                              read_code=read_code, symbolize=symbolizer(target), after=values)

@@ -94,7 +94,7 @@ rules give there."""
             return bytes(inferior.read_memory(start, size))
         lines = lookup_report(addr, module, match, symbol_at(match.fde.start), caller=is_callers_pc(addr),
                               read_code=read_code, symbolize=symbol_at,
-                              after=self._unwinder_lines(addr, ms, module) + self._values(addr, ms, module))
+                              after=lambda: self._unwinder_lines(addr, ms, module) + self._values(addr, ms, module))
         gdb.write("\n".join(lines) + "\n")
 
     def _unwinder_lines(self, addr, ms, module):

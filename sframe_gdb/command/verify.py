@@ -67,7 +67,7 @@ error) cannot be checked: each is listed as "not checked" with the reason.  Prin
 disagreement and three summary lines:
   sframe verify: N frames checked at M stops, K disagreements
   sframe verify: callee-saved registers: E equal, U not recovered, D different
-  sframe verify: F frames not checked, I of them after an internal error"""
+  sframe verify: F frames not checked, I of them after a plugin error"""
 
     def __init__(self, plugin):
         super().__init__("sframe verify", gdb.COMMAND_STACK, gdb.COMPLETE_NONE)

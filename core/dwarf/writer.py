@@ -1,0 +1,325 @@
+"""SFrame written out as DWARF call-frame information: a `.debug_frame` section whose rows say
+exactly what SFrame says, plus the callee-saved registers the save-slot analysis proves.
+
+Every DWARF consumer (GDB, LLDB, elfutils) can then unwind through code that has SFrame but no CFI.
+Per SFrame FDE, one DWARF FDE (a PLT FDE of PC type MASK: one per repetition block) with a row at
+every FRE and at every instruction where the analysis' answer changes:
+
+- the CFA: SP or FP plus offset (DW_CFA_def_cfa), or a flex rule's register-based value or
+  dereference (DW_CFA_def_cfa_expression);
+- the RA: at CFA + offset (DW_CFA_offset), still in its register (DW_CFA_same_value: AArch64 x30,
+  s390x r14), undefined in an outermost frame (DW_CFA_undefined), or a flex rule (expression);
+- the FP: at CFA + offset, or unchanged (DW_CFA_same_value);
+- s390x: the caller's SP = CFA - 160 (DW_CFA_val_offset);
+- AArch64 return-address signing: DW_CFA_AARCH64_negate_ra_state where the RA's signed state
+  changes, and the CIE augmentation "B" for the B key;
+- a V3 signal FDE: the CIE augmentation "S" (a signal frame);
+- each callee-saved register: saved at CFA + k (DW_CFA_offset) or at a register + k
+  (DW_CFA_expression, DW_OP_bregN k) where the analysis proves it, DW_CFA_same_value where it
+  proves it unchanged, and DW_CFA_undefined everywhere else: a consumer takes a register the CFI
+  does not mention as unchanged, which would show a wrong value.  Unknown, never wrong.
+"""
+
+import struct
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..arch import abi as abimod
+from ..saves import analysis as saves
+from ..sframe import format as F
+from ..sframe.index import SFrameIndex
+from ..sframe.rules import FrameRules, Rule, RuleKind
+
+# DWARF call-frame instructions (DWARF 4, section 6.4.2) and expression operators.
+DW_CFA_advance_loc = 0x40
+DW_CFA_offset = 0x80
+DW_CFA_nop = 0x00
+DW_CFA_advance_loc1 = 0x02
+DW_CFA_advance_loc2 = 0x03
+DW_CFA_advance_loc4 = 0x04
+DW_CFA_offset_extended_sf = 0x11
+DW_CFA_undefined = 0x07
+DW_CFA_same_value = 0x08
+DW_CFA_register = 0x09
+DW_CFA_def_cfa = 0x0C
+DW_CFA_def_cfa_expression = 0x0F
+DW_CFA_expression = 0x10
+DW_CFA_val_offset_sf = 0x15
+DW_CFA_val_expression = 0x16
+DW_CFA_AARCH64_negate_ra_state = 0x2D
+DW_OP_deref = 0x06
+DW_OP_breg0 = 0x70
+
+CIE_ID_32 = 0xFFFFFFFF         # .debug_frame's CIE id (32-bit DWARF)
+CIE_VERSION = 3                # ULEB128 return-address column; read by GDB, LLDB, elfutils, readelf
+CODE_ALIGN = 1
+DATA_ALIGN = -8
+
+
+def uleb128(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def sleb128(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if (n == 0 and not b & 0x40) or (n == -1 and b & 0x40):
+            out.append(b)
+            return bytes(out)
+        out.append(b | 0x80)
+
+
+# A column's rule in a row, as the writer says it: ("undefined",), ("same",), ("offset", k),
+# ("val_offset", k), ("expr", bytes), ("val_expr", bytes), ("register", regnum).
+ColumnRule = tuple
+UNDEFINED: ColumnRule = ("undefined",)
+SAME: ColumnRule = ("same",)
+
+
+@dataclass(frozen=True)
+class CfiRow:
+    """One row of a function's CFI table: from `addr` on, until the next row."""
+    addr: int
+    cfa: Tuple                       # ("reg", regnum, offset) or ("expr", bytes)
+    columns: Tuple[Tuple[int, ColumnRule], ...]    # (DWARF column, rule), sorted
+    ra_signed: bool = False
+
+    def column(self, col: int) -> Optional[ColumnRule]:
+        return dict(self.columns).get(col)
+
+
+def _breg(reg: int, offset: int, deref: bool = False) -> bytes:
+    if reg < 32:
+        out = bytes([DW_OP_breg0 + reg]) + sleb128(offset)
+    else:
+        out = b"\x92" + uleb128(reg) + sleb128(offset)        # DW_OP_bregx
+    return out + (bytes([DW_OP_deref]) if deref else b"")
+
+
+def _cfa(rule: Rule) -> Tuple:
+    if rule.deref:
+        return ("expr", _breg(rule.reg, rule.offset, True))    # type: ignore[arg-type]
+    return ("reg", rule.reg, rule.offset)
+
+
+def _column(rule: Rule) -> ColumnRule:
+    """A RA or FP rule of SFrame as the rule of its DWARF column."""
+    k = rule.kind
+    if k in (RuleKind.AT_CFA, RuleKind.FIXED):
+        return ("offset", rule.offset)
+    if k is RuleKind.CFA_PLUS:
+        return ("val_offset", rule.offset)
+    if k is RuleKind.UNCHANGED:
+        return SAME
+    if k is RuleKind.UNDEFINED:
+        return UNDEFINED
+    assert rule.reg is not None
+    if rule.deref:
+        return ("expr", _breg(rule.reg, rule.offset))
+    if rule.offset == 0:
+        return ("register", rule.reg)
+    return ("val_expr", _breg(rule.reg, rule.offset))
+
+
+def _save_column(save: saves.Save) -> ColumnRule:
+    if save.kind is saves.SaveKind.SAVED:
+        return ("offset", save.offset) if save.base is None else ("expr", _breg(save.base, save.offset))
+    if save.kind is saves.SaveKind.UNCHANGED:
+        return SAME
+    return UNDEFINED
+
+
+def function_rows(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
+                  symbolize: Optional[saves.Symbolize] = None) -> List[CfiRow]:
+    """The CFI rows of one function (of a MASK FDE: of its first block, addresses from its start).
+    `read_code` None: no callee-saved registers (every one undefined)."""
+    # (A V3 default FDE without FREs: the outermost frame throughout, as no rows say.)
+    frows: List[Tuple[int, Optional[FrameRules]]] = list(index.rows(fde)) or [(fde.start, None)]
+    regs = [r for r in abi.callee_saved if r != abi.fp]
+    if read_code is not None:
+        saved = saves.table(abi, index, fde, read_code, symbolize)
+    else:
+        saved = [(fde.start, {r: saves.unknown("not analysed") for r in regs})]
+    places = sorted({a for a, _ in frows} | {a for a, _ in saved})
+    rows: List[CfiRow] = []
+    fi = si = 0
+    last_cfa: Tuple = ("reg", abi.sp, abi.entry_cfa_offset)
+    for addr in places:
+        while fi + 1 < len(frows) and frows[fi + 1][0] <= addr:
+            fi += 1
+        while si + 1 < len(saved) and saved[si + 1][0] <= addr:
+            si += 1
+        rules: Optional[FrameRules] = frows[fi][1] if frows[fi][0] <= addr else None
+        cols: Dict[int, ColumnRule] = {}
+        if rules is None or rules.cfa is None:
+            cfa = last_cfa                      # outermost: the CFA only names the frame
+            cols[abi.ra] = UNDEFINED
+            signed = False
+        else:
+            cfa = last_cfa = _cfa(rules.cfa)
+            cols[abi.ra] = _column(rules.ra)
+            cols[abi.fp] = _column(rules.fp)
+            signed = rules.ra_mangled
+        if abi.sp_val_offset:
+            cols[abi.sp] = ("val_offset", abi.sp_val_offset)
+        where = saved[si][1] if saved and saved[si][0] <= addr else {}
+        for r in regs:
+            if r not in cols:
+                cols[r] = _save_column(where[r]) if r in where else UNDEFINED
+        row = CfiRow(addr, cfa, tuple(sorted(cols.items())), signed)
+        if rows and (rows[-1].cfa, rows[-1].columns, rows[-1].ra_signed) == (row.cfa, row.columns, row.ra_signed):
+            continue
+        rows.append(row)
+    return rows
+
+
+def _column_instructions(col: int, rule: ColumnRule) -> bytes:
+    kind = rule[0]
+    if kind == "undefined":
+        return bytes([DW_CFA_undefined]) + uleb128(col)
+    if kind == "same":
+        return bytes([DW_CFA_same_value]) + uleb128(col)
+    if kind == "offset":
+        off = rule[1]
+        if off % DATA_ALIGN == 0 and off // DATA_ALIGN >= 0 and col < 64:
+            return bytes([DW_CFA_offset | col]) + uleb128(off // DATA_ALIGN)
+        if off % DATA_ALIGN == 0:
+            return bytes([DW_CFA_offset_extended_sf]) + uleb128(col) + sleb128(off // DATA_ALIGN)
+        return bytes([DW_CFA_expression]) + uleb128(col) + _block(_cfa_relative(off))
+    if kind == "val_offset":
+        off = rule[1]
+        if off % DATA_ALIGN == 0:
+            return bytes([DW_CFA_val_offset_sf]) + uleb128(col) + sleb128(off // DATA_ALIGN)
+        return bytes([DW_CFA_val_expression]) + uleb128(col) + _block(_cfa_relative(off))
+    if kind == "register":
+        return bytes([DW_CFA_register]) + uleb128(col) + uleb128(rule[1])
+    if kind == "expr":
+        return bytes([DW_CFA_expression]) + uleb128(col) + _block(rule[1])
+    assert kind == "val_expr", rule
+    return bytes([DW_CFA_val_expression]) + uleb128(col) + _block(rule[1])
+
+
+def _cfa_relative(off: int) -> bytes:
+    """An expression for CFA + off: the CFA is pushed before a register rule's expression runs."""
+    return b"\x23" + uleb128(off) if off >= 0 else b"\x11" + sleb128(off) + b"\x22"   # plus_uconst / consts, plus
+
+
+def _block(expr: bytes) -> bytes:
+    return uleb128(len(expr)) + expr
+
+
+def _advance(delta: int, endian: str) -> bytes:
+    if delta < 0x40:
+        return bytes([DW_CFA_advance_loc | delta])
+    if delta < 0x100:
+        return bytes([DW_CFA_advance_loc1, delta])
+    if delta < 0x10000:
+        return struct.pack(endian + "BH", DW_CFA_advance_loc2, delta)
+    return struct.pack(endian + "BI", DW_CFA_advance_loc4, delta)
+
+
+def row_program(rows: List[CfiRow], start: int, endian: str) -> bytes:
+    """The call-frame instructions that build `rows` from nothing (the CIE's initial rules are
+    empty), each row from the one before."""
+    out = bytearray()
+    prev_cfa: Optional[Tuple] = None
+    prev: Dict[int, ColumnRule] = {}
+    signed = False
+    loc = start
+    for row in rows:
+        if row.addr != loc:
+            out += _advance(row.addr - loc, endian)
+            loc = row.addr
+        if row.cfa != prev_cfa:
+            if row.cfa[0] == "reg":
+                out += bytes([DW_CFA_def_cfa]) + uleb128(row.cfa[1]) + uleb128(row.cfa[2]) if row.cfa[2] >= 0 \
+                    else bytes([0x12]) + uleb128(row.cfa[1]) + sleb128(row.cfa[2] // DATA_ALIGN)   # def_cfa_sf
+            else:
+                out += bytes([DW_CFA_def_cfa_expression]) + _block(row.cfa[1])
+            prev_cfa = row.cfa
+        for col, rule in row.columns:
+            if prev.get(col) != rule:
+                out += _column_instructions(col, rule)
+                prev[col] = rule
+        if row.ra_signed != signed:
+            out.append(DW_CFA_AARCH64_negate_ra_state)
+            signed = row.ra_signed
+    return bytes(out)
+
+
+@dataclass
+class Written:
+    """A `.debug_frame` section and what went into it."""
+    data: bytes
+    fdes: int            # DWARF FDEs written (a MASK FDE gives one per block)
+    functions: int       # SFrame FDEs turned into them
+
+
+def outermost_rows(abi: abimod.ABIInfo, start: int) -> List[CfiRow]:
+    """The rows of a program's entry function (`_start`), which no SFrame FDE may cover: the
+    outermost frame throughout (its RA undefined, as glibc's own CFI for it says), so that a
+    debugger ends the stack there instead of guessing a caller.  The CFA only names the frame."""
+    return [CfiRow(start, ("reg", abi.sp, abi.entry_cfa_offset), ((abi.ra, UNDEFINED),))]
+
+
+def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
+                symbolize: Optional[saves.Symbolize] = None, address_size: int = 8,
+                keep: Optional[Callable[[int, int], bool]] = None, base: int = 0,
+                outermost: Tuple[Tuple[int, int], ...] = ()) -> Written:
+    """The `.debug_frame` entries of a whole SFrame section, at the addresses the index has (the
+    file's own addresses for a side file).  `keep(start, end)`: write only the functions it
+    accepts (None: all).  `base`: where the entries will start in the section (after a program's
+    own `.debug_frame`), which the FDEs' CIE pointers count from.  `outermost`: (start, size) of
+    functions without SFrame that are the outermost frame (a program's entry point)."""
+    abi = abimod.info(index.abi)
+    e = ">" if abi.big_endian else "<"
+    addr_fmt = {4: "I", 8: "Q"}[address_size]
+    out = bytearray()
+    cies: Dict[str, int] = {}
+    fdes = functions = 0
+
+    def cie(aug: str) -> int:
+        if aug not in cies:
+            body = struct.pack(e + "IB", CIE_ID_32, CIE_VERSION) + aug.encode() + b"\0"
+            body += uleb128(CODE_ALIGN) + sleb128(DATA_ALIGN) + uleb128(abi.ra)
+            body += b"\0" * (-(len(body) + 4) % address_size)         # DW_CFA_nop padding
+            cies[aug] = base + len(out)
+            out.extend(struct.pack(e + "I", len(body)) + body)
+        return cies[aug]
+
+    def emit(where: int, start: int, size: int, rows: List[CfiRow]) -> None:
+        program = row_program(rows, start, e)
+        body = struct.pack(e + "I", where) + struct.pack(e + addr_fmt * 2, start, size) + program
+        body += b"\0" * (-(len(body) + 4) % address_size)
+        out.extend(struct.pack(e + "I", len(body)) + body)
+
+    for start, size in outermost:
+        emit(cie(""), start, size, outermost_rows(abi, start))
+        fdes += 1
+    for fde in index.section.fdes():
+        end = fde.start + fde.size
+        if keep is not None and not keep(fde.start, end):
+            continue
+        rows = function_rows(abi, index, fde, read_code, symbolize)
+        if not rows:
+            continue
+        aug = ("S" if fde.signal and index.version == 3 else "") + \
+            ("B" if abi.pointer_auth and fde.pauth_key is F.PAuthKey.B else "")
+        where = cie(aug)
+        block = fde.block_size if fde.pc_type is F.PCType.MASK and fde.block_size else fde.size
+        functions += 1
+        for first in range(fde.start, end, block):
+            shifted = [CfiRow(r.addr - fde.start + first, r.cfa, r.columns, r.ra_signed) for r in rows]
+            emit(where, first, min(block, end - first), shifted)
+            fdes += 1
+    return Written(bytes(out), fdes, functions)

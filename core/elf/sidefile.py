@@ -1,0 +1,265 @@
+"""A side file of DWARF CFI made from SFrame: a separate ELF debug file, as `objcopy
+--only-keep-debug` shapes one, holding the program's SFrame written out as `.debug_frame`.
+
+GDB (by build ID under `set debug-file-directory`, or `add-symbol-file`), LLDB (`target symbols
+add`) and elfutils (`--debuginfo-path`) all read such a file and unwind with its CFI.  What they
+need of it, measured (../shared/facts.md): the program's class, byte order, machine and type; its
+build-ID note (a side file is matched by it); its program headers; its allocated sections' headers
+at their addresses, as SHT_NOBITS (GDB needs `.text` to relocate; elfutils the whole layout); no
+`.symtab` other than the program's own (LLDB takes the side file's symbols instead of the
+program's, and LLDB 16 refuses a side file without any: so the program's `.symtab` is copied, or
+where it has none, its `.dynsym`).
+
+A debugger takes a side file as *the* separate debug file of the program (LLDB in place of the
+program's own debug information, GDB where the program has none), so it also carries the
+program's DWARF debug sections and symbol table, as `objcopy --only-keep-debug` would: `frame
+variable` and source lines still work.  The program's own `.debug_frame`, if any, comes first in
+the new one.
+
+The layout: the program's first bytes up to the end of its last note (ELF header, program headers,
+notes: as objcopy keeps them), then the debug sections, `.debug_frame`, the symbol table, the
+section names, and the section header table.  The program's section numbering is kept (symbols
+and debug sections refer to it): allocated sections become SHT_NOBITS (notes keep their bytes),
+debug sections and the symbol table are copied, the others become SHT_NULL.
+"""
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+from ..arch import abi as abimod
+from ..dwarf.coverage import CfiIndex
+from ..dwarf.writer import debug_frame
+from ..errors import ElfError
+from ..sframe.index import SFrameIndex
+from .image import SHF_ALLOC, SHT_NOBITS, ElfFile, ElfImage, SectionHeader, load_elf, read_at, section_data, section_headers
+from .notes import SHT_NOTE, build_id_in, debug_file_path
+
+SHT_NULL = 0
+SHT_PROGBITS = 1
+SHT_SYMTAB = 2
+SHT_STRTAB = 3
+SHT_DYNSYM = 11
+PT_LOAD = 1
+PT_NOTE = 4
+PT_PHDR = 6
+PT_GNU_PROPERTY = 0x6474E553
+_KEPT_SEGMENTS = (PT_PHDR, PT_NOTE, PT_GNU_PROPERTY)
+_SHDR = {64: "IIQQQQIIQQ", 32: "IIIIIIIIII"}
+_PHDR_OFFSETS = {64: ((8, "Q"), (32, "Q")), 32: ((4, "I"), (16, "I"))}    # (p_offset, p_filesz) within an entry
+_EHDR_SH = {64: (40, "Q", 58), 32: (32, "I", 46)}     # e_shoff (offset, format), then e_shentsize.. at
+
+
+@dataclass
+class SideFile:
+    """What `write` made."""
+    path: str
+    build_id: Optional[bytes]
+    functions: int            # SFrame functions written out
+    fdes: int                 # DWARF FDEs (a PLT's MASK FDE gives one per entry)
+    skipped: int              # functions left out: the program's own CFI covers them
+    symtab_from_dynsym: bool  # the program has no .symtab: the side file's is its .dynsym
+
+
+@dataclass
+class _Program:
+    elf_header: bytes
+    elfclass: int
+    order: str
+    sections: List[SectionHeader]
+    head: bytes               # the program's bytes up to the end of its last note
+    build_id: Optional[bytes]
+    symtab: Optional[Tuple[bytes, bytes, int]]   # .dynsym's (with .dynstr, sh_info) when there is no .symtab
+    from_dynsym: bool
+    copied: dict              # section number -> bytes of the sections copied as they are
+    frame: bytes              # the program's own .debug_frame
+
+
+def _read_program(path: str) -> _Program:
+    def load(elf: ElfFile, fh) -> _Program:
+        order = "<" if elf.little_endian else ">"
+        size = 64 if elf.elfclass == 64 else 52
+        ehdr = read_at(fh, 0, size, "the ELF header")
+        sections = section_headers(elf)
+        build_id = None
+        note_end = size
+        for sec in sections:
+            if sec.type == SHT_NOTE and sec.flags & SHF_ALLOC:
+                build_id = build_id_in(section_data(elf, sec), order, path) or build_id
+                note_end = max(note_end, sec.offset + sec.size)
+        phend = elf["e_phoff"] + elf["e_phentsize"] * elf.num_segments()
+        note_end = max(note_end, phend)
+        head = read_at(fh, 0, note_end, "the program's headers and notes")
+        names = {s.name: s for s in sections}
+        symtab = None
+        copied = {}
+        frame = b""
+        for sec in sections:
+            if sec.flags & SHF_ALLOC or sec.type == SHT_NOBITS or not sec.number:
+                continue
+            if sec.name == ".debug_frame":
+                frame = section_data(elf, sec)
+            elif _copied(sec, names):
+                copied[sec.number] = read_at(fh, sec.offset, sec.size, "section %s" % sec.name)
+        ds = names.get(".dynsym")
+        if ".symtab" not in names and ds is not None and 0 < ds.link < len(sections) and ds.type != SHT_NOBITS:
+            symtab = (section_data(elf, ds), section_data(elf, sections[ds.link]), ds.info)
+        return _Program(ehdr, elf.elfclass, order, sections, head, build_id, symtab, symtab is not None,
+                        copied, frame)
+    return load_elf(path, load, "its headers")
+
+
+def _copied(sec: SectionHeader, names: dict) -> bool:
+    """Is this non-allocated section copied into the side file as it is: debug information, the
+    symbol table and its strings, GDB's index, a dwz file's link."""
+    if sec.name.startswith((".debug_", ".zdebug_")) or sec.name in (".gdb_index", ".gnu_debugaltlink"):
+        return True
+    symtab = names.get(".symtab")
+    return sec.name == ".symtab" or (symtab is not None and sec.number == symtab.link)
+
+
+def _uncovered(image: ElfImage) -> Optional[Callable[[int, int], bool]]:
+    """keep(start, end) for the functions no DWARF CFI of the program covers, or None when the
+    program has no CFI at all."""
+    sections = image.cfi_sections(0)
+    if not sections:
+        return None
+    cfi = CfiIndex(lambda: sections)
+
+    def keep(start: int, end: int) -> bool:
+        return cfi.find(start) is None and cfi.find(end - 1) is None
+    return keep
+
+
+def _entry(image: ElfImage, index: SFrameIndex, keep) -> Tuple[Tuple[int, int], ...]:
+    """The program's entry function as the outermost frame, where neither SFrame nor the
+    program's CFI covers it (an executable's `_start` comes from crt1.o, which has no SFrame)."""
+    if not image.entry or not (image.interpreter or image.e_type == "ET_EXEC"):
+        return ()
+    func = image.function_at(image.entry)
+    if func is None or func[0] != image.entry or func[1] <= 0 or index.lookup(image.entry) is not None:
+        return ()
+    if keep is not None and not keep(func[0], func[0] + func[1]):
+        return ()
+    return ((func[0], func[1]),)
+
+
+def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False) -> SideFile:
+    """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
+    covers are left out (a debugger takes the program's CFI there) unless `all_functions`."""
+    image = ElfImage(program)
+    sf = image.require_sframe()
+    prog = _read_program(program)
+    abi = abimod.for_elf(image.machine, image.big_endian)
+    if abi is None:
+        raise ElfError("%s: machine %s has no SFrame ABI" % (program, image.machine))
+    index = SFrameIndex(sf.data, sf.address)
+    if abimod.info(index.abi) is not abi:
+        raise ElfError("%s: its SFrame section is for %s, the file for %s" % (program, abimod.info(index.abi).name, abi.name))
+    keep = None if all_functions else _uncovered(image)
+    total = len(index)
+    written = debug_frame(index, image.file_bytes if callee_saved else None, symbolize=image.symbolize,
+                          address_size=8 if prog.elfclass == 64 else 4, keep=keep, base=len(prog.frame),
+                          outermost=_entry(image, index, keep))
+    data = _assemble(prog, prog.frame + written.data)
+    tmp = "%s.tmp%d" % (out_path, os.getpid())
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, out_path)
+    return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
+                    prog.from_dynsym)
+
+
+def build_id_path(directory: str, program: str) -> str:
+    """Where `write` should put the side file of `program` under a debug-file directory (the
+    `.build-id/xx/rest.debug` layout GDB, LLDB and elfutils search)."""
+    bid = _read_program(program).build_id
+    if bid is None:
+        raise ElfError("%s has no build ID (link it with -Wl,--build-id): a side file under a debug-file "
+                       "directory is found by it; write it with -o and load it by hand instead" % program)
+    return debug_file_path(directory, bid)
+
+
+def _assemble(prog: _Program, frame: bytes) -> bytes:
+    e, wide = prog.order, prog.elfclass == 64
+    shdr_fmt = e + _SHDR[prog.elfclass]
+    shdr_size = struct.calcsize(shdr_fmt)
+    out = bytearray(prog.head)
+    names = bytearray(b"\0")
+
+    def name(text: str) -> int:
+        at = len(names)
+        names.extend(text.encode() + b"\0")
+        return at
+
+    def place(data: bytes, align: int) -> int:
+        out.extend(b"\0" * (-len(out) % align))
+        at = len(out)
+        out.extend(data)
+        return at
+
+    headers: List[Optional[tuple]] = []
+    frame_index = None
+    for sec in prog.sections:
+        if sec.number == 0:
+            headers.append((0,) * 10)
+        elif sec.number in prog.copied:
+            data = prog.copied[sec.number]
+            at = place(data, max(sec.addralign, 1))
+            headers.append((name(sec.name), sec.type, sec.flags, 0, at, len(data), sec.link, sec.info,
+                            sec.addralign, sec.entsize))
+        elif sec.name == ".debug_frame" and not sec.flags & SHF_ALLOC:
+            frame_index = sec.number
+            headers.append(None)
+        elif sec.flags & SHF_ALLOC:
+            keep = sec.type == SHT_NOTE and sec.offset + sec.size <= len(prog.head)
+            headers.append((name(sec.name), SHT_NOTE if keep else SHT_NOBITS, sec.flags, sec.addr,
+                            sec.offset if keep else len(prog.head), sec.size, sec.link if sec.link < len(prog.sections)
+                            else 0, sec.info, sec.addralign, sec.entsize))
+        else:
+            headers.append((0, SHT_NULL, 0, 0, 0, 0, 0, 0, 0, 0))
+    at = place(frame, 8)
+    row = (name(".debug_frame"), SHT_PROGBITS, 0, 0, at, len(frame), 0, 0, 8, 0)
+    if frame_index is None:
+        headers.append(row)
+    else:
+        headers[frame_index] = row
+    if prog.symtab is not None:
+        syms, strs, info = prog.symtab
+        sym_at = place(syms, 8)
+        symtab_index = len(headers)
+        headers.append((name(".symtab"), SHT_SYMTAB, 0, 0, sym_at, len(syms), symtab_index + 1, info, 8,
+                        24 if wide else 16))
+        str_at = place(strs, 1)
+        headers.append((name(".strtab"), SHT_STRTAB, 0, 0, str_at, len(strs), 0, 0, 1, 0))
+    shstrndx = len(headers)
+    shstr_name = name(".shstrtab")
+    shstr_at = place(bytes(names), 1)
+    headers.append((shstr_name, SHT_STRTAB, 0, 0, shstr_at, len(names), 0, 0, 1, 0))
+    shoff = place(b"", 8)
+    for h in headers:
+        assert h is not None
+        out.extend(struct.pack(shdr_fmt, *h))
+    # The ELF header: the section header table's place, size and names; program headers kept,
+    # their file extents cut to what this file holds (the notes), as objcopy cuts them.
+    off, fmt, shentsize_at = _EHDR_SH[prog.elfclass]
+    struct.pack_into(e + fmt, out, off, shoff)
+    struct.pack_into(e + "HHH", out, shentsize_at, shdr_size, len(headers), shstrndx)
+    phoff_at, phoff_fmt = (32, "Q") if wide else (28, "I")
+    (phoff,) = struct.unpack_from(e + phoff_fmt, out, phoff_at)
+    phentsize, phnum = struct.unpack_from(e + "HH", out, 54 if wide else 42)
+    (poff_at, pfmt), (pfilesz_at, _) = _PHDR_OFFSETS[prog.elfclass]
+    head = len(prog.head)
+    for k in range(phnum):
+        base = phoff + k * phentsize
+        (p_type,) = struct.unpack_from(e + "I", out, base)
+        (p_offset,) = struct.unpack_from(e + pfmt, out, base + poff_at)
+        (p_filesz,) = struct.unpack_from(e + pfmt, out, base + pfilesz_at)
+        # Only the segments whose bytes this file holds keep a file size: the headers, the notes,
+        # the start of the first PT_LOAD (LLDB takes a file whose PT_INTERP has bytes for a program).
+        kept = p_type in _KEPT_SEGMENTS and p_offset + p_filesz <= head
+        struct.pack_into(e + pfmt, out, base + poff_at, min(p_offset, head))
+        struct.pack_into(e + pfmt, out, base + pfilesz_at,
+                         p_filesz if kept else max(0, min(p_filesz, head - p_offset)) if p_type == PT_LOAD else 0)
+    return bytes(out)
