@@ -19,11 +19,13 @@ can take is UNKNOWN throughout.
 Results are cached per function (the index's `saves` cache) and per FRE.
 """
 
+import bisect
 import re
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..arch import abi as abimod
 from ..sframe import format as F
+from ..sframe.index import Match
 from .flow_analyser import A64Function, S390Function
 from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, unknown
 from .x86 import X86Function
@@ -69,7 +71,7 @@ class _Refused:
     def at(self, match) -> Dict[int, Save]:
         return self._answer
 
-    def instruction_starts(self) -> List[int]:
+    def change_points(self) -> List[int]:
         return []
 
 
@@ -101,14 +103,17 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
     if func is None:
         return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]
     end = fde.start + (fde.block_size if fde.pc_type is F.PCType.MASK and fde.block_size else fde.size)
+    rows = index.rows(fde)
+    starts = [a for a, _rules in rows]
     out: List[Tuple[int, Dict[int, Save]]] = []
-    for pc in func.instruction_starts() or [fde.start]:
+    points = sorted(set(func.change_points()) | set(starts)) or [fde.start]
+    for pc in points:
         if pc >= end:
             break
-        match = index.lookup(pc)
-        if match is None or match.fde.start != fde.start:
+        k = bisect.bisect_right(starts, pc) - 1
+        if k < 0:
             continue
-        where = func.at(match)
+        where = func.at(Match(fde, None, rows[k][1], pc))
         if not out or out[-1][1] != where:
             out.append((pc, where))
     return out

@@ -45,9 +45,18 @@ class FlowFunction:
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
         self.starts = [op.addr for op in ops]
 
-    def instruction_starts(self) -> List[int]:
-        """Where the function's instructions start (only its entry where they could not be decoded)."""
-        return list(self.starts) if self.starts and not self.failed else [self.fde.start]
+    def change_points(self) -> List[int]:
+        """The instructions whose state differs from the one before (and the entry): between two
+        of them `at`'s answer is the same."""
+        if self.failed or not self.starts:
+            return [self.fde.start]
+        out, prev = [], object()
+        for addr, state in zip(self.starts, self.states):
+            key = None if state is None else state.regs
+            if key != prev:
+                out.append(addr)
+                prev = key
+        return out
 
     def at(self, match) -> Dict[int, Save]:
         if self.failed:

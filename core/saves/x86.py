@@ -37,6 +37,7 @@ class X86Function:
         self._per_pc: Dict[int, Dict[int, Save]] = {}
         self.plans: Dict[int, Plan] = {}
         self.runs: List[Tuple[int, int, Optional[int], Dict[int, Tuple[int, int]]]] = []
+        self.rows: list = []
         self.plt0 = False
         code = function_code(fde, read_code)
         if code is None:
@@ -226,11 +227,18 @@ class X86Function:
             return False
         return not any(k1 < depth <= k2 for k1, k2 in self.allocs)
 
-    def instruction_starts(self) -> List[int]:
-        """Where the function's instructions start (only its entry where they could not be measured)."""
-        ends = getattr(self, "ends", None)
-        end = self.fde.start + self.fde.size
-        return sorted({self.fde.start} | {e for e in ends if e < end}) if ends and not self.failed else [self.fde.start]
+    def change_points(self) -> List[int]:
+        """The addresses from which `at`'s answer may differ from the one before: the entry, the
+        FREs, and the thresholds a PC is compared with (the end of the straight way in, the
+        frame-pointer prologues and their pushes).  Between two of them the answer is the same."""
+        fde = self.fde
+        points = {fde.start} | {a for a, _rules in self.rows}
+        if not self.failed and not self.plt0 and hasattr(self, "straight_until"):
+            points.add(self.straight_until)
+            for after, end, _k0, saves in self.runs:
+                points.update((after, end + 1))
+                points.update(at + 1 for _slot, at in saves.values())
+        return sorted(p for p in points if fde.start <= p < fde.start + fde.size)
 
     def at(self, match) -> Dict[int, Save]:
         got = self._per_pc.get(match.pc)

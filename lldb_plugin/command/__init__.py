@@ -2,9 +2,11 @@
 info, dump, provider), common.py what they share; LLDB itself is read in lldb_plugin.access."""
 
 import importlib
+import os
 
 import lldb
 
+from .. import sidefiles
 from ..access import TRACKER
 
 # (name, module, class): one module per command family.
@@ -34,3 +36,8 @@ def register(debugger, package):
     if failures:
         print("sframe: could not add the commands: " + "; ".join(failures))
     TRACKER.clear()
+    if os.environ.get("SFRAME_LLDB_SIDEFILES", "1") != "0":
+        try:
+            sidefiles.install(debugger, package.rsplit(".", 1)[0])
+        except Exception as exc:        # one line, never a traceback
+            print("sframe: side files of DWARF CFI not set up: %s: %s" % (type(exc).__name__, exc))
