@@ -406,8 +406,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             if res.reason is StopReason.OUTERMOST:
                 self._note(level, OURS, pc)
                 return self._outermost(pf, arch, level, pc, found, res)
+            # No FDE covers the PC (gas before 2.46 writes none for a DRAP-realigned function):
+            # simply not SFrame's; every other stop is an anomaly worth reporting.
             return self._decline(level, pc, "declined: " + res.text,
-                                 always=True)
+                                 always=res.reason is not StopReason.NO_SFRAME)
         if res.method is Method.SIGNAL:
             # GDB's own signal-trampoline unwinder knows this frame's type and registers.
             self._tramp[pc] = True

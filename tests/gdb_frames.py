@@ -2,6 +2,8 @@
 
 Commands (all print lines a test can parse, and never abort a batch script):
 
+  regs-dump LABEL REG...    one line per frame: REGS LABEL LEVEL REG=VALUE... (VALUE "-" where GDB has
+                            none: <not saved>, unavailable, optimized out)
   frames-dump LABEL [MAX]   one line per frame: FRAME LABEL LEVEL PC CFA SFRAME NAME WHERE
                             (CFA = "frame at" of `info frame`, from the frame id; SFRAME 1 when the SFrame
                             unwinder unwound that frame; WHERE = symbol+offset of the PC), then
@@ -89,6 +91,37 @@ class FramesDump(gdb.Command):
         gdb.write("ENDFRAMES %s %d %s\n" % (label, n, reason))
 
 
+class RegsDump(gdb.Command):
+    """regs-dump LABEL REG...: print the named registers of every frame."""
+
+    def __init__(self):
+        super().__init__("regs-dump", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        argv = gdb.string_to_argv(arg)
+        label, names = argv[0], argv[1:]
+        try:
+            f = gdb.newest_frame()
+            while f is not None:
+                parts = []
+                for name in names:
+                    try:
+                        v = f.read_register(name)
+                        if v.is_optimized_out:
+                            text = "-"
+                        elif v.type.strip_typedefs().code == gdb.TYPE_CODE_FLT:
+                            text = str(v).replace(" ", "")      # (s390x f8-f15): compared as printed
+                        else:
+                            text = "%#x" % (int(v) & (2**64 - 1))
+                    except (gdb.error, ValueError):
+                        text = "-"
+                    parts.append("%s=%s" % (name, text))
+                gdb.write("REGS %s %d %s\n" % (label, f.level(), " ".join(parts)))
+                f = f.older()
+        except gdb.error as exc:
+            gdb.write("REGS-ERROR %s %s\n" % (label, exc))
+
+
 class DwarfUnwinders(gdb.Command):
     """dwarf-unwinders on|off: turn GDB's DWARF unwinders on or off (any GDB version)."""
 
@@ -153,6 +186,7 @@ class Mark(gdb.Command):
 
 
 FramesDump()
+RegsDump()
 DwarfUnwinders()
 TryCmd()
 FinishOuter()

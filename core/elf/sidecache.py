@@ -17,7 +17,10 @@ from . import sidefile
 
 
 def cache_dir() -> str:
-    """$SFRAME_CACHE/cfi, else $XDG_CACHE_HOME/sframe-gdb/cfi, else ~/.cache/sframe-gdb/cfi."""
+    """$SFRAME_CFI_CACHE, else $SFRAME_CACHE/cfi, else $XDG_CACHE_HOME/sframe-gdb/cfi, else
+    ~/.cache/sframe-gdb/cfi."""
+    if os.environ.get("SFRAME_CFI_CACHE"):
+        return os.environ["SFRAME_CFI_CACHE"]
     base = os.environ.get("SFRAME_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "sframe-gdb")
     return os.path.join(base, "cfi")

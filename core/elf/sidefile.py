@@ -43,10 +43,11 @@ SHT_SYMTAB = 2
 SHT_STRTAB = 3
 SHT_DYNSYM = 11
 PT_LOAD = 1
+PT_INTERP = 3
 PT_NOTE = 4
 PT_PHDR = 6
 PT_GNU_PROPERTY = 0x6474E553
-_KEPT_SEGMENTS = (PT_PHDR, PT_NOTE, PT_GNU_PROPERTY)
+_KEPT_SEGMENTS = (PT_INTERP, PT_PHDR, PT_NOTE, PT_GNU_PROPERTY)
 _SHDR = {64: "IIQQQQIIQQ", 32: "IIIIIIIIII"}
 _PHDR_OFFSETS = {64: ((8, "Q"), (32, "Q")), 32: ((4, "I"), (16, "I"))}    # (p_offset, p_filesz) within an entry
 _EHDR_SH = {64: (40, "Q", 58), 32: (32, "I", 46)}     # e_shoff (offset, format), then e_shentsize.. at
@@ -235,8 +236,10 @@ def _assemble(prog: _Program, frame: bytes) -> bytes:
             frame_index = sec.number
             headers.append(None)
         elif sec.flags & SHF_ALLOC:
-            keep = sec.type == SHT_NOTE and sec.offset + sec.size <= len(prog.head)
-            headers.append((name(sec.name), SHT_NOTE if keep else SHT_NOBITS, sec.flags, sec.addr,
+            # Notes keep their bytes (the build ID), and so does the interpreter's name (readelf
+            # complains of a PT_INTERP without it): both lie in the first bytes, copied.
+            keep = (sec.type == SHT_NOTE or sec.name == ".interp") and sec.offset + sec.size <= len(prog.head)
+            headers.append((name(sec.name), sec.type if keep else SHT_NOBITS, sec.flags, sec.addr,
                             sec.offset if keep else len(prog.head), sec.size, sec.link if sec.link < len(prog.sections)
                             else 0, sec.info, sec.addralign, sec.entsize))
         else:
@@ -278,8 +281,8 @@ def _assemble(prog: _Program, frame: bytes) -> bytes:
         (p_type,) = struct.unpack_from(e + "I", out, base)
         (p_offset,) = struct.unpack_from(e + pfmt, out, base + poff_at)
         (p_filesz,) = struct.unpack_from(e + pfmt, out, base + pfilesz_at)
-        # Only the segments whose bytes this file holds keep a file size: the headers, the notes,
-        # the start of the first PT_LOAD (LLDB takes a file whose PT_INTERP has bytes for a program).
+        # Only the segments whose bytes this file holds keep a file size: the headers, the
+        # interpreter's name, the notes, the start of the first PT_LOAD.
         kept = p_type in _KEPT_SEGMENTS and p_offset + p_filesz <= head
         struct.pack_into(e + pfmt, out, base + poff_at, min(p_offset, head))
         struct.pack_into(e + pfmt, out, base + pfilesz_at,
