@@ -64,12 +64,12 @@ def _attach_one(debugger, module, major, report):
         if symfile.startswith(cache + os.sep):
             return "attached (%s)" % symfile
         return "not attached: it has a separate debug file already (%s)" % symfile
-    if major < 23 and module.FindSection(".debug_info").IsValid():
-        return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
-                "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
     made = sidecache.side_file(path)
     if made.path is None:
         return "not attached: %s" % made.why
+    if major < 23 and module.FindSection(".debug_info").IsValid():
+        return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
+                "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
     if made.written:
         report("sframe: wrote %s, the DWARF CFI of %s's SFrame" % (made.path, os.path.basename(path)))
     ok, text = _run(debugger, "target symbols add %s" % shlex.quote(made.path))

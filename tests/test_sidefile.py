@@ -92,7 +92,6 @@ def _expected(abi, rules, where, names):
 @pytest.mark.parametrize("toolchain", TOOLCHAINS)
 def test_cfi_says_what_sframe_says(corpus, tmp_path, toolchain):
     import objdump_moves as OM
-    tc = T.toolchain(toolchain)
     paths = set()
     for b in corpus.select(toolchain=toolchain):
         paths.add(b.noeh)
@@ -246,7 +245,7 @@ def test_gdb_unwinds_with_the_side_file(corpus, tmp_path, gdb, toolchain):
         if len(runs) == 2 and tc.qemu and ref and got:
             shift = {"dwarf": ref[0].cfa, "side": got[0].cfa}
 
-        def placed(value, kind):
+        def placed(value, kind, shift=shift):
             base = shift[kind]
             return value - base if base and value is not None and abs(value - base) < 1 << 24 else value
         image = ElfImage(str(strp))
@@ -283,3 +282,164 @@ def test_gdb_unwinds_with_the_side_file(corpus, tmp_path, gdb, toolchain):
     print("%s %s: %d frames as DWARF's; callee-saved registers: %d equal, %d unknown, 0 different"
           % (gdb, toolchain, frames, equal, unknown))
     assert frames > 30 and equal > 0
+
+
+# -- LLDB's own bt, after `command script import lldb_plugin` ----------------------------------------
+
+LLDB_FIXTURES = ("frames", "realign", "recurse", "threads", "dlopen")
+_BT_FRAME = re.compile(r"^\s*\*?\s*frame #(\d+): (0x[0-9a-f]+) ([^`\s]+)`([\w.$@]+)")
+
+
+def _lldb_frames(text):
+    """[(pc, module, function)] of LLDB's `bt` lines (symbol offsets and arguments left out; the
+    tail-call frames LLDB makes from debug information, "[artificial]", too)."""
+    out = []
+    for line in text.splitlines():
+        m = _BT_FRAME.match(line)
+        if m and not line.rstrip().endswith("[artificial]"):
+            out.append((int(m.group(2), 16), m.group(3), m.group(4)))
+    return out
+
+
+def _blocks(stdout):
+    """{tag: text} between `script print('@@ TAG')` markers."""
+    parts = re.split(r"^@@ (\S+)$", stdout, flags=re.M)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def _lldb_stop(exe, fixture, tag, extra=()):
+    from test_lldb import STOPS as LLDB_STOPS
+    return (["target create %s" % exe, "breakpoint set -n %s" % LLDB_STOPS[fixture], "process launch",
+             "script print('@@ %s')" % tag, "thread backtrace all" if fixture == "threads" else "bt"]
+            + list(extra) + ["script print('@@ end-%s')" % tag, "process kill", "target delete"])
+
+
+@pytest.mark.parametrize("lldb", [16, 21, 23])
+def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
+    """Programs stripped of debug information and CFI, in LLDB after the plugin's import: LLDB's
+    own bt (every thread's) equals its bt of the unstripped program, PC and function, DRAP-realigned
+    frames, a dlopen'ed library and _start (once) included; a core file of the stripped program
+    too; the unstripped program, whose CFI covers its functions, is left alone."""
+    from test_lldb import run_lldb
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
+    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
+    # (LLDB 16 runs on this machine: programs of its toolchain; 21 and 23 in the sid roots.)
+    toolchain = "host" if lldb == 16 else "sid"
+    # (gas before 2.46 writes no FDE for a DRAP-realigned function: nothing to unwind it by)
+    fixtures = [fx for fx in LLDB_FIXTURES if toolchain == "sid" or fx != "realign"]
+    lines, programs = [], {}
+    for fixture in fixtures:
+        build = corpus.get(toolchain, fixture, "O2-nofp")
+        orig, strp, _debug = _stripped(build, tmp_path / fixture)
+        programs[fixture] = strp
+        lines += _lldb_stop(orig, fixture, "orig-" + fixture) + _lldb_stop(strp, fixture, "strp-" + fixture)
+    # A core of the stripped program (GDB writes it), opened after its side file is in the cache.
+    core = tmp_path / "frames.core"
+    T.run_in(toolchain, ["gdb", "-nx", "-batch", "-ex", "break stop_here", "-ex", "run", "-ex", "gcore %s" % core,
+                         str(programs["frames"])], binds=[tmp_path], check=True)
+    lines += ["target create %s --core %s" % (programs["frames"], core), "script print('@@ core')", "bt",
+              "script print('@@ end-core')", "target create %s" % corpus.get(toolchain, "frames", "O2-nofp").path,
+              "script print('@@ info')", "sframe info", "script print('@@ end-info')"]
+    s = run_lldb(lldb, lines, tmp_path, "side%d" % lldb)
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-4000:]
+    blocks = _blocks(s.stdout)
+    for fixture in fixtures:
+        want, got = _lldb_frames(blocks["orig-" + fixture]), _lldb_frames(blocks["strp-" + fixture])
+        assert len(want) >= 3 and [(pc, fn) for pc, _m, fn in got] == [(pc, fn) for pc, _m, fn in want], \
+            "LLDB %d %s: bt of the stripped program\n%s\nof the unstripped one\n%s" % (
+                lldb, fixture, blocks["strp-" + fixture], blocks["orig-" + fixture])
+        assert sum(fn == "_start" for _pc, _m, fn in got) <= 1, blocks["strp-" + fixture]
+    # (the core was written under GDB: the program's frames are the live run's)
+    core_bt = [(pc, fn) for pc, m, fn in _lldb_frames(blocks["core"]) if m == "frames"]
+    live_bt = [(pc, fn) for pc, m, fn in _lldb_frames(blocks["strp-frames"]) if m == "frames"]
+    assert len(core_bt) >= 5 and core_bt == live_bt, blocks["core"]
+    info = blocks["info"]
+    assert re.search(r"frames: not attached: its own DWARF CFI covers every function its SFrame does", info), info
+    written = len(list((tmp_path / "cfi").rglob("*.debug")))
+    assert written >= len(fixtures), written
+
+
+def test_lldb23_frame_variable_and_finish_with_debug_information(corpus, tmp_path, monkeypatch):
+    """LLDB 23 takes a side file for a program with debug information too (it carries the
+    program's DWARF): `frame variable` in an outer frame and `finish` from frame 0 as with the
+    program's own CFI."""
+    from test_lldb import run_lldb
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
+    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
+    b = corpus.get("sid", "frames", "O2-nofp")
+    lines = []
+    for tag, exe in (("orig", b.path), ("noeh", b.noeh)):
+        lines += _lldb_stop(exe, "frames", tag, ["up 2", "frame variable", "frame select 0", "finish", "bt 2"])
+    s = run_lldb(23, lines, tmp_path, "side23g")
+    assert s.returncode == 0 and "@@ end-noeh" in s.stdout, (s.returncode, s.stdout[-5000:], s.stderr[-3000:])
+    blocks = _blocks(s.stdout)
+    orig, noeh = blocks["orig"], blocks["noeh"]
+    assert "(int) x = 5" in orig and "(int) x = 5" in noeh, noeh
+    strip = lambda text: re.sub(r"(Process|process) \d+|frames`|/noeh/|script print\('@@ end-\w+'\)", "", text)  # noqa: E731
+    assert strip(noeh.split("frame select 0", 1)[1]) == strip(orig.split("frame select 0", 1)[1]), (orig, noeh)
+
+
+# -- elfutils ---------------------------------------------------------------------------------------
+
+WAITER_C = r"""
+#include <unistd.h>
+volatile int sink;
+__attribute__((noinline)) void inner(int n) { char b[64]; b[n & 7] = n; sink = b[3]; for (;;) { pause(); sink++; } }
+__attribute__((noinline)) void middle(int n) { long x[4] = {n, n + 1, n + 2, n + 3}; inner(n + (int)x[2]); sink++; }
+__attribute__((noinline)) void outer(int n) { middle(n * 2); sink += n; }
+int main(int argc, char **argv) { outer(argc); return sink; }
+"""
+_EU_FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+)\s*(\S*)\s+-\s+(\S+)$", re.M)
+
+
+def _eu_frames(text, program):
+    """[(module, program frame's symbol or None)] of `eu-stack -m` (libc names vary with the
+    debug-info path: only the program's own are compared)."""
+    frames = [(mod.rpartition("/")[2], sym) for _n, _pc, sym, mod in _EU_FRAME.findall(text)]
+    return [(mod, sym if mod == program else None) for mod, sym in frames]
+
+
+def test_eu_stack_with_the_side_file(tmp_path):
+    """eu-stack --debuginfo-path on a running process and on a core of a program stripped of its
+    CFI: the frames of eu-stack on the unstripped program (without it, eu-stack stops at frame 1)."""
+    import time
+    (tmp_path / "w.c").write_text(WAITER_C)
+    for d in ("orig", "strp"):
+        (tmp_path / d).mkdir()
+    orig, strp = tmp_path / "orig" / "waiter", tmp_path / "strp" / "waiter"
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), str(tmp_path / "w.c")],
+                   check=True)
+    subprocess.run(["objcopy", "--strip-debug", "-R", ".eh_frame", "-R", ".eh_frame_hdr", str(orig), str(strp)],
+                   check=True)
+    debug = tmp_path / "debug"
+    target = Path(sidefile.build_id_path(str(debug), str(strp)))
+    target.parent.mkdir(parents=True)
+    sidefile.write(str(strp), str(target))
+    procs = [subprocess.Popen([str(p)]) for p in (orig, strp)]
+    try:
+        time.sleep(0.3)
+        texts = {}
+        for name, proc, extra in (("orig", procs[0], []), ("side", procs[1], ["--debuginfo-path=%s" % debug]),
+                                  ("none", procs[1], [])):
+            texts[name] = subprocess.run(["eu-stack", "-m", "-p", str(proc.pid)] + extra, capture_output=True,
+                                         text=True).stdout
+        for name, proc in (("orig", procs[0]), ("side", procs[1])):
+            core = tmp_path / ("%s.core" % name)
+            subprocess.run(["gdb", "-nx", "-batch", "-p", str(proc.pid), "-ex", "gcore %s" % core],
+                           capture_output=True, check=True)
+            exe = orig if name == "orig" else strp
+            extra = ["--debuginfo-path=%s" % debug] if name == "side" else []
+            texts[name + "-core"] = subprocess.run(["eu-stack", "-m", "--core=%s" % core, "-e", str(exe)] + extra,
+                                                   capture_output=True, text=True).stdout
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    want = _eu_frames(texts["orig"], "waiter")
+    assert [m for m, _s in want[:6]] == ["libc.so.6"] + ["waiter"] * 4 + ["libc.so.6"], texts["orig"]
+    assert [s for _m, s in want[1:5]] == ["inner", "middle", "outer", "main"], texts["orig"]
+    assert _eu_frames(texts["side"], "waiter") == want, (texts["side"], texts["orig"])
+    assert len(_eu_frames(texts["none"], "waiter")) < len(want), texts["none"]     # the side file is what helps
+    assert _eu_frames(texts["side-core"], "waiter") == _eu_frames(texts["orig-core"], "waiter") == want, \
+        (texts["side-core"], texts["orig-core"])
