@@ -66,7 +66,8 @@ def _attach_one(debugger, module, major, report):
         return "not attached: it has a separate debug file already (%s)" % symfile
     made = sidecache.side_file(path)
     if made.path is None:
-        return "not attached: %s" % made.why
+        # (no SFrame, or an unusable section: `sframe info` lists those modules already)
+        return "not attached: %s" % made.why if made.sframe else None
     if major < 23 and module.FindSection(".debug_info").IsValid():
         return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)

@@ -15,6 +15,8 @@ from typing import NamedTuple, Optional
 from ..errors import ElfError, NoSFrameError, SFrameError
 from . import sidefile
 
+NO_SFRAME = "it has no SFrame section"
+
 
 def cache_dir() -> str:
     """$SFRAME_CFI_CACHE, else $SFRAME_CACHE/cfi, else $XDG_CACHE_HOME/sframe-gdb/cfi, else
@@ -31,6 +33,7 @@ class Made(NamedTuple):
     path: Optional[str]
     why: str
     written: bool = False        # written now, not found in the cache
+    sframe: bool = True          # False: the program has no usable SFrame (nothing to say of it)
 
 
 def _identity(program: str) -> str:
@@ -58,7 +61,7 @@ def side_file(program: str, directory: Optional[str] = None) -> Made:
     first, _, why = recorded.partition("\n")
     if first + "\n" == ident:
         if why.strip():
-            return Made(None, why.strip())
+            return Made(None, why.strip(), sframe=why.strip() != NO_SFRAME)
         if os.path.isfile(target):
             return Made(target, "cached")
     os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -69,12 +72,14 @@ def side_file(program: str, directory: Optional[str] = None) -> Made:
             os.unlink(target)
             note = "its own DWARF CFI covers every function its SFrame does"
     except NoSFrameError:
-        note = "it has no SFrame section"
-    except (ElfError, SFrameError) as exc:
+        note = NO_SFRAME
+    except SFrameError as exc:
+        return Made(None, str(exc), sframe=False)
+    except ElfError as exc:
         return Made(None, str(exc))
     tmp = "%s.tmp%d" % (stamp, os.getpid())
     with open(tmp, "w") as fh:
         fh.write(ident + note)
     os.replace(tmp, stamp)
-    return Made(None, note) if note else Made(target, "written", True)
+    return Made(None, note, sframe=note != NO_SFRAME) if note else Made(target, "written", True)
 
