@@ -494,7 +494,29 @@ def test_verify_native(corpus, tmp_path, gdb, toolchain):
         lines += verify_lines(corpus.get(toolchain, fx, "O2-nofp"))
     out = run_gdb(gdb, lines, tmp_path)
     equal, missing = print_register_counts(check_verify(out, fixtures))
-    assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
+    check_register_baseline((gdb, toolchain, "O2-nofp"), equal, missing)
+
+
+# The callee-saved registers DWARF knows in the callers of SFrame frames, over a verify run:
+# (equal, not recovered), as measured (the fixtures build the same with a given root).  Not
+# recovered may not grow; equal may not move by more than 2% (if it grows, the baseline is stale).
+REGISTER_BASELINE = {
+    ("gdb13", "host", "O2-nofp"): (4848, 0), ("gdb13", "trixie", "O2-nofp"): (4848, 0),
+    ("gdb18", "sid", "O2-nofp"): (4950, 0),
+    ("gdb13", "host", "O0-fp"): (5184, 0), ("gdb13", "host", "O2-fp"): (4872, 0),
+    ("gdb13", "trixie", "O0-fp"): (5184, 0), ("gdb13", "trixie", "O2-fp"): (4872, 0),
+    ("gdb18", "sid", "O0-fp"): (5370, 0), ("gdb18", "sid", "O2-fp"): (4872, 0),
+    ("gdb18", "host", "O2-nofp"): (4848, 0), ("gdb18", "trixie", "O2-nofp"): (4848, 0),
+    ("multiarch", "sid-aarch64", "O2-nofp"): (8390, 0), ("multiarch", "sid-s390x", "O2-nofp"): (13280, 0),
+    ("multiarch", "sid-s390x", "O0-fp"): (14288, 0), ("multiarch", "sid-s390x", "O2-fp"): (13488, 0),
+}
+
+
+def check_register_baseline(key, equal, missing):
+    base_equal, base_missing = REGISTER_BASELINE[key]
+    assert missing <= base_missing, "%s: %d callee-saved registers not recovered, baseline %d" % (key, missing, base_missing)
+    assert abs(equal - base_equal) <= 0.02 * base_equal, "%s: %d equal, baseline %d (update it if better)" % (
+        key, equal, base_equal)
 
 
 def print_register_counts(counts):
@@ -516,7 +538,8 @@ CALLEE_SAVED_CASES = [(g, t, v) for g, t in VERIFY_CASES for v in ("O0-fp", "O2-
 @pytest.mark.parametrize("gdb,toolchain,variant", CALLEE_SAVED_CASES, ids=["-".join(c) for c in CALLEE_SAVED_CASES])
 def test_callee_saved_native(corpus, tmp_path, gdb, toolchain, variant):
     """`sframe verify` through the whole plan: every callee-saved register DWARF knows in a caller of
-    an SFrame frame equals the plugin's (no different value), and at least 99.9% are recovered.
+    an SFrame frame equals the plugin's (no different value), and as many are recovered as the
+    baseline says (REGISTER_BASELINE).
     (The O2-nofp builds on their own GDB are test_verify_native, which checks the same.)"""
     fixtures = sorted({fx for fx, _, _ in VERIFY_PLAN})
     lines = ["set startup-with-shell off", "source %s" % PLUGIN]
@@ -524,7 +547,7 @@ def test_callee_saved_native(corpus, tmp_path, gdb, toolchain, variant):
         lines += verify_lines(corpus.get(toolchain, fx, variant))
     out = run_gdb(gdb, lines, tmp_path)
     equal, missing = print_register_counts(check_verify(out, fixtures))
-    assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
+    check_register_baseline((gdb, toolchain, variant), equal, missing)
 
 
 DEMO_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
@@ -560,8 +583,8 @@ QEMU_VERIFY_CASES = [("sid-aarch64", "O2-nofp")] + [("sid-s390x", v) for v in ("
 
 @pytest.mark.parametrize("toolchain,variant", QEMU_VERIFY_CASES, ids=["-".join(c) for c in QEMU_VERIFY_CASES])
 def test_verify_qemu(corpus, tmp_path, toolchain, variant):
-    """`sframe verify` under qemu-user, every variant: frames and callee-saved registers (at least
-    99.9% of those DWARF knows recovered, none different)."""
+    """`sframe verify` under qemu-user, every variant: frames and callee-saved registers (as many of
+    those DWARF knows recovered as the baseline says, none different)."""
     fixtures = sorted({fx for fx, _, _ in VERIFY_PLAN})
     tc = T.toolchain(toolchain)
     lines = ["source %s" % PLUGIN]
@@ -577,7 +600,7 @@ def test_verify_qemu(corpus, tmp_path, toolchain, variant):
         for q in qemus:
             q.close()
     equal, missing = print_register_counts(check_verify(out, fixtures))
-    assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
+    check_register_baseline(("multiarch", toolchain, variant), equal, missing)
 
 
 # -- core files -----------------------------------------------------------------------------------------

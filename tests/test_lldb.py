@@ -584,7 +584,7 @@ def test_backtrace_matches_lldb_bt(key, corpus, sessions):
 def test_backtrace_registers_match_lldb(corpus, sessions):
     """`sframe bt -r`: in every frame of every live x86-64 stop, each callee-saved register the
     SFrame walk recovers equals LLDB's own value (LLDB unwinds these programs with their DWARF
-    CFI), and at least 99.9% of those LLDB knows are recovered."""
+    CFI), and as many of those LLDB knows are recovered as the recorded baseline."""
     equal = missing = 0
     wrong = []
     for key in LIVE:
@@ -626,7 +626,8 @@ def test_backtrace_registers_match_lldb(corpus, sessions):
     print("sframe bt -r: %d callee-saved registers equal LLDB's, %d not recovered, %d different"
           % (equal, missing, len(wrong)))
     assert not wrong, "\n".join(wrong[:40])
-    assert equal > 1000 and missing <= 0.001 * (equal + missing), (equal, missing)
+    # The measured figures: not recovered may not grow, equal may not move by more than 2%.
+    assert missing <= 2 and abs(equal - 8350) <= 0.02 * 8350, (equal, missing)
 
 
 @pytest.mark.parametrize("key", LIVE, ids=LIVE_IDS)
