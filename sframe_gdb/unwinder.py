@@ -90,6 +90,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._inferior = None
         self._dwarf = None        # are GDB's DWARF unwinders on (None: not asked since the last prompt or unwind)
         self._cfi_both = {}       # pc -> CfiRange: DWARF CFI covers pc and pc - 1 (mode auto declines at once)
+        self._sframe_only = None  # [(module, functions)] only SFrame describes (None: not worked out yet)
+        self._idle = False        # this unwind: no frame can be ours, every call declines at once
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -116,6 +118,45 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         """Objfiles changed: what was learnt about their CFI and SFrame may no longer hold."""
         self._cfi_both = {}
         self._walkers = {}
+        self._sframe_only = None
+
+    def _idle_now(self):
+        """Can no frame of this unwind be this unwinder's?  In mode auto, when GDB's DWARF
+        unwinders are on and DWARF CFI covers every function that has SFrame: GDB's DWARF unwinder
+        takes every such frame, so each call declines at once and costs nothing (an ordinary
+        program with SFrame beside its CFI).  Asked at each unwind's first frame: GDB announces no
+        change of its DWARF unwinders, and a script may turn them off just before `bt`."""
+        plugin = self.plugin
+        if plugin.mode is not Mode.AUTO:
+            return False
+        ms = plugin.tracker.current()
+        if ms is None:
+            return True
+        if self._sframe_only is None:
+            self._sframe_only = ms.sframe_only()
+        if self._sframe_only:
+            return False
+        self._dwarf = None
+        return bool(self.dwarf_enabled())
+
+    def activity(self):
+        """(active?, why) for `info sframe`: the same decision, made now."""
+        plugin = self.plugin
+        if plugin.mode is Mode.OFF:
+            return False, "set sframe off"
+        if plugin.mode is Mode.ALWAYS:
+            return True, "mode always: SFrame first wherever it covers the PC"
+        ms = plugin.tracker.current()
+        if ms is None:
+            return False, "no loaded objfile has SFrame"
+        self._sframe_only = ms.sframe_only()
+        if self._sframe_only:
+            return True, "mode auto: SFrame alone describes %s" % ", ".join(
+                "%d function%s of %s" % (n, "" if n == 1 else "s", m.path) for m, n in self._sframe_only)
+        self._dwarf = None
+        if not self.dwarf_enabled():
+            return True, "mode auto: GDB's DWARF unwinders are off"
+        return False, "mode auto: DWARF CFI covers every function with SFrame, and GDB's DWARF unwinders take them"
 
     def forget_dwarf_state(self, *_):
         """Ask GDB again whether its DWARF unwinders are on (it announces no change of them)."""
@@ -207,6 +248,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                     self._given[level] = ready
                     self._next = level + 1
                     return ui
+            if level == 0:
+                self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
+            if self._idle:
+                return None
             plugin = self.plugin
             if plugin.mode is Mode.OFF:   # (GDB does not call a disabled unwinder: see Plugin.set_mode)
                 return None

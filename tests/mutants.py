@@ -42,12 +42,12 @@ MUTANTS = {
         "        if d is not None and d <= k_pc + 8:\n",
         ["tests/test_saves.py::test_agrees_with_dwarf_cfi[host]"],
         "x86-64: a register is 'saved' from the push instruction itself, before the push has run"),
-    "unknown-as-unchanged": (
+    "one-instruction-late": (
         "core/saves/flow_analyser.py",
-        "                out[reg] = unknown(\"saved differently on different paths, or where this analysis cannot place it\")\n",
-        "                out[reg] = UNCHANGED\n",
-        ["tests/test_saves.py::test_agrees_with_dwarf_cfi[sid-s390x]"],
-        "AArch64/s390x: where paths disagree, a register is called unchanged instead of unknown"),
+        "        k = bisect.bisect_right(self.starts, pc) - 1\n",
+        "        k = bisect.bisect_right(self.starts, pc)\n",
+        ["tests/test_saves.py::test_agrees_with_dwarf_cfi[sid-aarch64]"],
+        "AArch64/s390x: each instruction gets the state after it (saved at the store, restored at the load)"),
     "fp-slot-off-by-8": (
         "core/saves/x86.py",
         "            return Save(SaveKind.SAVED, run[0], base=self.abi.fp)\n",

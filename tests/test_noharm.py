@@ -194,3 +194,68 @@ def compare_sessions(gdb, toolchain, plans, tmp_path):
 def _diff(x, y):
     import difflib
     return "\n".join(list(difflib.unified_diff(x, y, "without", "with", lineterm=""))[:80])
+
+
+# -- zero cost: the unwinder idles where DWARF CFI covers every function with SFrame --------------
+
+ONOFF_MAIN = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+volatile int sink;
+__attribute__((noinline)) void before_dlopen(void) { sink++; }
+__attribute__((noinline)) void after_dlclose(void) { sink++; }
+__attribute__((noinline)) int call_it(void *h) { int (*f)(int) = (int (*)(int))dlsym(h, "lib_entry"); return f(3) + 1; }
+int main(int argc, char **argv)
+{
+    before_dlopen();
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    int r = call_it(h);
+    dlclose(h);
+    after_dlclose();
+    return r == 0;
+}
+"""
+ONOFF_LIB = r"""
+volatile int lib_sink;
+__attribute__((noinline)) void lib_stop(int x) { lib_sink += x; }
+__attribute__((noinline)) int lib_middle(int x) { char b[40]; b[x & 7] = x; lib_stop(b[3]); return lib_sink + 1; }
+__attribute__((noinline)) int lib_entry(int x) { return lib_middle(x * 2) + 2; }
+"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
+def test_unwinder_idles_until_sframe_only_code_loads(tmp_path, gdb, toolchain):
+    """A program whose CFI covers every function with SFrame: the unwinder idles (each call
+    declines at once).  A library with SFrame and no CFI, loaded by dlopen: it becomes active and
+    unwinds the library's frames as DWARF does the library with CFI; after dlclose it idles again.
+    `maint set dwarf unwinders off` (in a script, no prompt between) makes it active at once."""
+    (tmp_path / "main.c").write_text(ONOFF_MAIN)
+    (tmp_path / "lib.c").write_text(ONOFF_LIB)
+    flags = ["-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
+    script = ["gcc %s -o main main.c -ldl" % " ".join(flags),
+              "gcc %s -shared -fPIC -o libcfi.so lib.c" % " ".join(flags),
+              "objcopy -R .eh_frame -R .eh_frame_hdr libcfi.so libsf.so"]
+    T.run_in(toolchain, ["sh", "-c", " && ".join(script)], cwd=tmp_path, binds=[tmp_path], check=True)
+    outs = {}
+    for lib in ("libcfi.so", "libsf.so"):
+        lines = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % (tmp_path / "main"),
+                 "break before_dlopen", "break lib_stop", "break after_dlclose",
+                 "run %s" % (tmp_path / lib), "mark start", "info sframe", "continue", "mark lib", "info sframe",
+                 "frames-dump lib", "continue", "mark closed", "info sframe", "dwarf-unwinders off", "mark off",
+                 "info sframe", "dwarf-unwinders on", "mark on", "info sframe", "kill"]
+        outs[lib] = run_gdb(gdb, lines, tmp_path)
+    sf, cfi = outs["libsf.so"], outs["libcfi.so"]
+    assert "Traceback" not in sf and "Python Exception" not in sf, sf
+    state = lambda out, a, b=None: re.search(r"^SFrame unwinder: (active|idle)", out.between(a, b), re.M).group(1)  # noqa: E731
+    assert state(sf, "start", "lib") == "idle", sf.between("start", "lib")
+    assert state(sf, "lib", "closed") == "active" and "functions of %s" % (tmp_path / "libsf.so") in sf.between("lib", "closed")
+    assert state(sf, "closed", "off") == "idle", sf.between("closed", "off")
+    assert state(sf, "off", "on") == "active", sf.between("off", "on")
+    assert state(sf, "on") == "idle", sf.between("on")
+    assert state(cfi, "lib", "closed") == "idle"
+    # The library's frames: SFrame's (no CFI) equal to DWARF's (the library with its CFI).
+    got, want = sf.frames("lib"), cfi.frames("lib")
+    assert [f.pc for f in got] == [f.pc for f in want] and [f.cfa for f in got] == [f.cfa for f in want], (got, want)
+    assert [f.name for f in got[:4]] == ["lib_stop", "lib_middle", "lib_entry", "call_it"], got
+    assert any(f.sf for f in got) and not any(f.sf for f in want), (got, want)

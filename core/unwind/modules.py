@@ -33,6 +33,7 @@ class Module:
     failure: Optional[Exception] = None  # what made it unusable (an SFrameError: a malformed section)
     no_sframe: bool = False     # the file has no SFrame section, or an empty one (error says so)
     empty_sframe: bool = False  # ... an empty one
+    uncovered: Optional[int] = None      # how many of its SFrame functions no DWARF CFI covers (see ModuleSet.uncovered)
 
     @property
     def unusable(self) -> bool:
@@ -157,6 +158,30 @@ class ModuleSet:
         if module.cfi is None:
             module.cfi = CfiIndex(lambda: self._cfi_sections(module), self.log)
         return module.cfi.find(pc)
+
+    def uncovered(self, module: Module) -> int:
+        """How many functions of the module's SFrame no DWARF CFI of it covers (at their first
+        instruction), worked out once: where none, a debugger's own DWARF unwinder takes every
+        frame SFrame could, and an unwinder of SFrame need not be asked (`set sframe mode auto`)."""
+        if module.uncovered is None:
+            index = module.index
+            n = 0
+            if index is not None:
+                section = index.section
+                for i in range(len(section)):
+                    if self.cfi_find(module, section.start_of(i)) is None:
+                        n += 1
+            module.uncovered = n
+        return module.uncovered
+
+    def sframe_only(self) -> List[Tuple[Module, int]]:
+        """(module, functions) of the loaded modules with functions that only SFrame describes."""
+        out = []
+        for m in self.with_sframe():
+            n = self.uncovered(m)
+            if n:
+                out.append((m, n))
+        return out
 
     def _cfi_sections(self, m):
         try:

@@ -14,7 +14,8 @@ class InfoSFrame(gdb.Command):
 Usage: info sframe [ADDR]
 
 Without an argument: the loaded objfiles that have an .sframe section, with the SFrame version,
-ABI, FDE and FRE counts and the text range they cover.
+ABI, FDE and FRE counts and the text range they cover; and whether the SFrame unwinder is active
+(some function only SFrame describes, GDB's DWARF unwinders off, or mode always) or idle.
 With ADDR (any expression: $pc, main+4, *0x401000): the objfile and section covering ADDR, its
 function's FDE, the FRE in effect at ADDR and its rules in words, where each callee-saved
 register of the caller is (found in the function's code: saved at a stack slot, unchanged, or
@@ -58,6 +59,7 @@ rules give there."""
             gdb.write("No loaded objfile has SFrame information (%d objfile%s tracked).\n"
                       % (len(mods), "" if len(mods) == 1 else "s"))
             self._unusable(unusable)
+            self._activity()
             return
         head = ("Objfile", "Version", "ABI", "FDEs", "FREs", "Text range")
         widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
@@ -68,6 +70,11 @@ rules give there."""
         if without:
             gdb.write("%d other objfile%s without SFrame.\n" % (without, "" if without == 1 else "s"))
         self._unusable(unusable)
+        self._activity()
+
+    def _activity(self):
+        active, why = self.plugin.unwinder.activity()
+        gdb.write("SFrame unwinder: %s (%s).\n" % ("active" if active else "idle, costing nothing", why))
 
     @staticmethod
     def _unusable(mods):

@@ -1,0 +1,192 @@
+"""What the `.gdbinit` line costs where SFrame is not needed.  Prints figures and ratios; it passes or
+fails nothing.
+
+    /usr/bin/python3 bench/bench_zerocost.py [--gdb gdb13,gdb16,gdb18] [--threads 64] [--depth 200] [--rounds 3]
+
+A program (-O2 -fomit-frame-pointer -Wa,--gsframe, its CFI kept: what every SFrame-enabled toolchain
+and distribution produces) stops with T threads each D frames deep.  `thread apply all bt` and a
+bare frame walk of every thread (gdb.Frame.older() to the end) are timed in GDB without the plugin
+and with it sourced, each the best of 7 in its GDB, the two GDBs taking turns for R rounds:
+
+1. all-CFI: the plugin idles (target plugin/none <= 1.03);
+2. mixed: the program has also loaded a library with SFrame and no CFI (not on the stacks), so
+   the plugin is active and must decline every frame of the CFI modules (target <= 1.2).
+
+GDB 13 is the host's, GDB 16 the trixie root's, GDB 18 the sid root's; each runs the program built
+by its own toolchain.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from common import INROOT, REPO
+
+PROGRAM = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int depth;
+static pthread_barrier_t all_deep;
+volatile int sink;
+__attribute__((noinline)) void ready(void) { sink++; }
+__attribute__((noinline)) int dive(int n)
+{
+    char pad[24];
+    pad[n & 7] = (char)n;
+    if (n > 0)
+        return dive(n - 1) + pad[3];
+    pthread_barrier_wait(&all_deep);
+    for (;;)
+        pause();
+    return 0;
+}
+static void *worker(void *arg) { (void)arg; dive(depth); return NULL; }
+int main(int argc, char **argv)
+{
+    int threads = atoi(argv[1]);
+    depth = atoi(argv[2]);
+    if (argc > 3 && !dlopen(argv[3], RTLD_NOW)) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    pthread_barrier_init(&all_deep, NULL, threads + 1);
+    for (int i = 0; i < threads; i++) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 1 << 20);
+        pthread_create(&t, &a, worker, NULL);
+    }
+    pthread_barrier_wait(&all_deep);
+    usleep(200000);             /* every worker back in pause(), not still leaving the barrier */
+    ready();
+    for (;;)
+        pause();
+}
+"""
+LIBRARY = r"""
+volatile int lib_sink;
+__attribute__((noinline)) int lib_f(int x) { char b[32]; b[x & 7] = x; return b[3] + lib_sink; }
+"""
+
+TIMER = r'''
+import time
+import gdb
+
+def _flush():
+    gdb.execute("maint flush register-cache", to_string=True)
+
+def _bt():
+    gdb.execute("thread apply all bt", to_string=True)
+
+def _walk():
+    n = 0
+    for thread in gdb.selected_inferior().threads():
+        thread.switch()
+        f = gdb.newest_frame()
+        while f is not None:
+            n += 1
+            f = f.older()
+    return n
+
+class Time(gdb.Command):
+    def __init__(self):
+        super().__init__("bench-time", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        label, reps = arg.split()
+        for what, fn in (("bt", _bt), ("walk", _walk)):
+            best = None
+            for _ in range(int(reps)):
+                _flush()
+                t = time.perf_counter()
+                fn()
+                t = time.perf_counter() - t
+                best = t if best is None else min(best, t)
+            gdb.write("TIME %s-%s %.6f\n" % (label, what, best))
+        gdb.write("FRAMES %s %d\n" % (label, _walk()))
+
+Time()
+'''
+
+GDBS = {"gdb13": None, "gdb16": "trixie", "gdb18": "sid"}
+
+
+def _run(root, argv, cwd):
+    if root is None:
+        return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=True)
+    env = dict(os.environ, SFRAME_BINDS="%s:%s" % (REPO, cwd))
+    return subprocess.run([str(INROOT), root] + argv, cwd=cwd, capture_output=True, text=True, check=True, env=env)
+
+
+def build(root, work):
+    (work / "prog.c").write_text(PROGRAM)
+    (work / "lib.c").write_text(LIBRARY)
+    flags = "-O2 -fomit-frame-pointer -Wa,--gsframe"
+    _run(root, ["sh", "-c", "gcc %s -pthread -o prog prog.c -ldl && gcc %s -shared -fPIC -o libcfi.so lib.c && "
+                "objcopy -R .eh_frame -R .eh_frame_hdr libcfi.so libsf.so" % (flags, flags)], work)
+
+
+def measure(root, work, plugin, threads, depth, lib):
+    lines = ["set pagination off", "set confirm off", "set print thread-events off", "set startup-with-shell off",
+             "source %s" % (work / "timer.py")]
+    if plugin:
+        lines.append("source %s" % (REPO / "sframe_gdb.py"))
+    args = "%d %d%s" % (threads, depth, " %s" % (work / lib) if lib else "")
+    lines += ["file %s" % (work / "prog"), "break ready", "run %s" % args,
+              "bench-time %s 7" % ("plugin" if plugin else "none")] + (["info sframe"] if plugin else []) + ["kill"]
+    (work / "cmds").write_text("\n".join(lines) + "\n")
+    out = _run(root, ["gdb", "-nx", "-batch", "-x", str(work / "cmds")], work).stdout
+    times = {m.group(1).split("-", 1)[1]: float(m.group(2)) for m in re.finditer(r"^TIME (\S+) (\S+)$", out, re.M)}
+    frames = re.search(r"^FRAMES \S+ (\d+)$", out, re.M)
+    if len(times) != 2 or frames is None:
+        raise SystemExit("the benchmark did not run:\n" + out[-3000:])
+    state = re.search(r"^SFrame unwinder: (\w+)", out, re.M)
+    return times, int(frames.group(1)), state.group(1) if state else "-"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--gdb", default="gdb13,gdb16,gdb18")
+    p.add_argument("--threads", type=int, default=64)
+    p.add_argument("--depth", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    for which in args.gdb.split(","):
+        root = GDBS[which]
+        work = Path(tempfile.mkdtemp(prefix="zerocost-", dir="/tmp"))
+        try:
+            (work / "timer.py").write_text(TIMER)
+            build(root, work)
+            for case, lib in (("all-CFI", None), ("mixed", "libsf.so")):
+                best = {}
+                frames = {}
+                state = "-"
+                for _ in range(args.rounds):
+                    for plugin in (False, True):
+                        times, n, st = measure(root, work, plugin, args.threads, args.depth, lib)
+                        key = "plugin" if plugin else "none"
+                        frames[key] = n
+                        if plugin:
+                            state = st
+                        for what, t in times.items():
+                            best[(key, what)] = min(t, best.get((key, what), t))
+                target = 1.03 if lib is None else 1.2
+                print("%s %s: %d threads x %d frames (%d frames), the plugin %s; best of %d x 7:"
+                      % (which, case, args.threads, args.depth, frames["none"], state, args.rounds))
+                for what in ("bt", "walk"):
+                    none, plugin = best[("none", what)], best[("plugin", what)]
+                    print("  %-4s none %.3f s, plugin %.3f s: plugin/none %.3f (target <= %.2f)%s"
+                          % (what, none, plugin, plugin / none, target,
+                             "" if frames["plugin"] == frames["none"] else "  !! %d frames with the plugin"
+                             % frames["plugin"]))
+        finally:
+            shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
