@@ -8,15 +8,19 @@ nothing more.  On a missing dependency it prints one line saying how to install 
 """
 
 
-def _sframe_gdb_load(script):
+def _sframe_gdb_load():
     import os
     import runpy
+    import sys
 
+    # This file's own path: its code's, not `__file__`, which a Python script that runs
+    # `gdb.execute("source .../sframe_gdb.py")` leaves naming itself (GDB's globals are shared).
+    script = sys._getframe(0).f_code.co_filename
     loader = os.path.join(os.path.dirname(os.path.abspath(script)), "sframe_gdb", "load.py")
     runpy.run_path(loader, run_name="__main__")
 
 
 try:
-    _sframe_gdb_load(__file__)
+    _sframe_gdb_load()
 finally:
     del _sframe_gdb_load

@@ -52,8 +52,15 @@ def load():
         gdb.write("sframe-gdb: already loaded.\n")
 
 
+def _own_path():
+    """This file's path: its code's (a nested `source` from Python leaves `__file__` naming the
+    outer script), or `__file__` where the code has no real file name."""
+    name = sys._getframe(0).f_code.co_filename
+    return name if os.path.isfile(name) else __file__
+
+
 if __name__ == "__main__":             # sourced by GDB
-    _pkgdir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    _pkgdir = os.path.dirname(os.path.dirname(os.path.abspath(_own_path())))
     _site = os.path.dirname(_pkgdir)
     if os.path.basename(_pkgdir) == "sframekit" and _site not in sys.path:
         sys.path.append(_site)

@@ -1044,3 +1044,30 @@ def test_empty_section_is_no_sframe(corpus, tmp_path, gdb):
         % (on[0].pc, exe) in out, out
     assert "No loaded objfile has SFrame information" in out
     assert "[sframe]" not in out and "Traceback" not in out and "internal error" not in out
+
+
+OUTER_SCRIPT = """import gdb
+out = gdb.execute("source %s", to_string=%s)
+gdb.write("CAPTURED %%r\\n" %% (out,))
+gdb.write("LOADED %%s\\n" %% (__import__("sys").modules.get("sframekit.sframe_gdb.plugin") is not None))
+"""
+
+
+@pytest.mark.parametrize("gdb", ["gdb13", "gdb18"])
+def test_sourced_from_python(corpus, tmp_path, gdb):
+    """A Python script elsewhere that runs `gdb.execute("source .../sframe_gdb.py")`, printing or
+    capturing (to_string=True), loads the plugin (the loader finds its own path, not the outer
+    script's): info sframe answers, and bt with the DWARF unwinders off is SFrame's."""
+    build = corpus.get("sid" if gdb == "gdb18" else "host", "frames", "O2-nofp")
+    outs = {}
+    for capture in (False, True):
+        outer = tmp_path / ("outer-%s" % capture) / "start.py"
+        outer.parent.mkdir()
+        outer.write_text(OUTER_SCRIPT % (PLUGIN, capture))
+        outs[capture] = run_gdb(gdb, ["source %s" % outer, "file %s" % build.noeh, "break stop_here", "run",
+                                      "info sframe", "dwarf-unwinders off", "frames-dump off", "kill"], tmp_path)
+    for out in outs.values():
+        assert "Traceback" not in out and "FileNotFoundError" not in out, out
+        assert "LOADED True" in out and "SFrame unwinder: active" in out, out
+        assert [f.name for f in out.frames("off")][:5] == ["stop_here", "level3", "level2", "level1", "main"], out
+    assert "SFrame unwinder installed" in outs[False] and "CAPTURED ''" not in outs[True], outs[True]
