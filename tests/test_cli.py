@@ -96,7 +96,9 @@ def test_errors_are_one_line_on_stderr(tmp_path, frames):
         (("dump", text), "not an ELF file"),
         (("dump", "/bin/true"), "no SFrame section"),
         (("lookup", b.path, "0x10"), "No SFrame information covers 0x10: it lies outside the SFrame range of"),
-        (("lookup", b.path, "no_such_symbol+4"), "cannot parse address 'no_such_symbol+4'"),
+        (("lookup", b.path, "no_such_symbol+4"), "%s: no function symbol 'no_such_symbol'" % b.path),
+        (("lookup", b.path, "stop_her"), "no function symbol 'stop_her' (did you mean stop_here?)"),
+        (("lookup", b.path, "stop_here+x"), "cannot parse address 'stop_here+x': use hex"),
         (("dump", tmp_path), "is a directory"),
     ]
     for args, msg in cases:

@@ -11,7 +11,9 @@ compressed sections other than zlib (`ElfFile.full()`).
 """
 
 import bisect
+import difflib
 import os
+import re
 import struct
 import sys
 import zlib
@@ -701,11 +703,16 @@ def parse_address(text: str, image: Optional["ElfImage"] = None) -> int:
     except ValueError:
         pass
     name, plus, off = t.partition("+")
-    if image is not None:
-        addr = image.resolve(name.strip())
+    name = name.strip()
+    try:
+        offset = int(off.strip(), 0) if plus else 0
+    except ValueError:
+        offset = None
+    if image is not None and offset is not None and re.fullmatch(r"[A-Za-z_.$][\w.$@]*", name):
+        addr = image.resolve(name)
         if addr is not None:
-            try:
-                return addr + (int(off.strip(), 0) if plus else 0)
-            except ValueError:
-                pass
+            return addr + offset
+        names = [n for _start, _size, n in image._symtab()]
+        near = difflib.get_close_matches(name, names, n=3)
+        raise ValueError("no function symbol %r%s" % (name, " (did you mean %s?)" % ", ".join(near) if near else ""))
     raise ValueError("cannot parse address %r: use hex (0x...), decimal or symbol[+offset]" % text)
