@@ -14,6 +14,10 @@ class ElfError(Exception):
     """A file that cannot be used: missing, unreadable, not ELF, or a broken ELF structure."""
 
 
+class NotElfError(ElfError):
+    """A file that is no ELF file at all (a mapped locale or font file, for a backtrace: normal)."""
+
+
 class NoSFrameError(ElfError):
     """An ELF file without an SFrame section."""
 

@@ -325,3 +325,31 @@ def test_killed_while_being_read(programs):
     finally:
         prog.kill()
     assert cmd.returncode == 1 and out == "" and err == "sframe: process %d exited while being read\n" % prog.pid, err
+
+
+LOCALE_C = r"""
+#include <locale.h>
+#include <unistd.h>
+volatile int sink;
+__attribute__((noinline)) void waiting(void) { for (;;) { pause(); sink++; } }
+int main(void) { setlocale(LC_ALL, ""); waiting(); return 0; }
+"""
+
+
+def test_mapped_data_files_are_no_warning(tmp_path):
+    """A process that maps locale files (LANG=C.UTF-8): they are data, not ELF files, and deserve no
+    warning; whatever warnings there are go to standard error, never among the frames."""
+    (tmp_path / "l.c").write_text(LOCALE_C)
+    exe = tmp_path / "loc"
+    subprocess.run(["gcc", "-O2", "-Wa,--gsframe", "-o", str(exe), str(tmp_path / "l.c")], check=True)
+    proc = subprocess.Popen([str(exe)], env=dict(os.environ, LANG="C.UTF-8", LC_ALL="C.UTF-8"))
+    try:
+        time.sleep(0.3)
+        maps = Path("/proc/%d/maps" % proc.pid).read_text()
+        assert "/usr/lib/locale/" in maps, maps          # the case: data files are mapped
+        p = sframe("backtrace", "-p", proc.pid, timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert p.returncode == 0 and "waiting" in p.stdout, (p.stdout, p.stderr)
+    assert "warning" not in p.stdout and "not an ELF file" not in p.stderr, (p.stdout, p.stderr)

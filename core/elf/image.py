@@ -20,7 +20,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
-from ..errors import ElfError, EmptySFrameError, NoSFrameError
+from ..errors import ElfError, EmptySFrameError, NoSFrameError, NotElfError
 
 T = TypeVar("T")
 
@@ -259,7 +259,7 @@ class ElfFile:
         stream.seek(0)
         ident = stream.read(16)
         if len(ident) < 16 or ident[:4] != b"\x7fELF":
-            raise ElfError("not an ELF file")
+            raise NotElfError("not an ELF file")
         if ident[4] not in (1, 2) or ident[5] not in (1, 2):
             raise ElfError("ELF class %d, data encoding %d: not a valid ELF file" % (ident[4], ident[5]))
         self.elfclass = 64 if ident[4] == 2 else 32
@@ -350,7 +350,7 @@ def load_elf(path: str, load: Callable[..., T], what: str = "ELF structure") -> 
     try:
         with open(path, "rb") as fh:
             if fh.read(4) != b"\x7fELF":
-                raise ElfError("%s: not an ELF file" % path)
+                raise NotElfError("%s: not an ELF file" % path)
             return load(ElfFile(fh), fh)
     except FileNotFoundError:
         raise ElfError("%s: no such file" % path) from None

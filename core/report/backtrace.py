@@ -21,6 +21,7 @@ stack pointer at the trampoline, where the kernel's signal frame starts.
 
 import json
 import os
+import sys
 from typing import Optional, TextIO
 
 from ..target.corenotes import Thread
@@ -75,15 +76,16 @@ def _header(session: Session, what: str, fp_fallback: bool) -> str:
 
 def print_backtraces(session: Session, what: str, out: TextIO, all_threads: bool = False,
                      limit: int = DEFAULT_DEPTH_LIMIT, fp_fallback: bool = False, registers: bool = False,
-                     as_json: bool = False) -> None:
-    """Every thread's backtrace (or the first thread's), as text or as one JSON document."""
+                     as_json: bool = False, err: Optional[TextIO] = None) -> None:
+    """Every thread's backtrace (or the first thread's), as text or as one JSON document (which
+    holds the warnings; as text they go to `err`, standard error by default)."""
     threads = session.target.threads if all_threads else session.target.threads[:1]
     doc: dict = {"target": what, "abi": session.abi.name, "threads": [], "warnings": list(session.target.warnings),
                  "modules_with_sframe": [str(m.key) for m in session.modules.with_sframe()], "cfi": session.cfi}
     if not as_json:
         out.write(_header(session, what, fp_fallback) + "\n")
         for w in session.target.warnings:
-            out.write("warning: %s\n" % w)
+            (err or sys.stderr).write("warning: %s\n" % w)
     for n, t in enumerate(threads):
         rows, stop = frame_rows(session.walk(t, limit=limit, fp_fallback=fp_fallback, callee_saved=registers))
         if as_json:

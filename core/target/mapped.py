@@ -5,7 +5,7 @@ import os
 from typing import BinaryIO, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ..elf.image import PT_LOAD, PT_NOTE, ElfHeaders, ElfImage, Load, ProgramHeader, parse_elf_headers
-from ..errors import ElfError
+from ..errors import ElfError, NotElfError
 from .corememory import page_down, page_up
 from .corenotes import Mapping
 
@@ -102,6 +102,8 @@ class CoreFiles:
             if host is not None:
                 try:
                     image = ElfImage(host)
+                except NotElfError:
+                    pass            # a mapped data file (locales, gconv modules, fonts): nothing to say
                 except ElfError as exc:
                     self.warnings.append("%s: %s" % (path, exc))
                 if image is not None and image.machine != self.machine:
