@@ -202,7 +202,7 @@ class _Collector:
         findings = self.report.findings
         at = self.last.get(what)
         prev = findings[at] if at is not None else None
-        if prev is not None and prev.hi == lo and (prev.kind, prev.sframe, prev.cfi, prev.reason) == \
+        if at is not None and prev is not None and prev.hi == lo and (prev.kind, prev.sframe, prev.cfi, prev.reason) == \
                 (kind, sframe, cfi, reason):
             findings[at] = Finding(kind, self.name, prev.lo, hi, what, sframe, cfi, reason)
         else:

@@ -34,8 +34,8 @@ class Disagreement:
         where = "frame #%d%s" % (self.level, " (%s)" % self.name if self.name else "")
         if self.what == "depth":
             if self.sframe is None:
-                return "%s: SFrame ends the backtrace here, the reference goes on to pc %#x" % (where, self.reference)
-            return "%s: SFrame goes on to pc %#x, the reference ends the backtrace here" % (where, self.sframe)
+                return "%s: SFrame ends the backtrace here, the reference goes on to pc %s" % (where, _hex(self.reference))
+            return "%s: SFrame goes on to pc %s, the reference ends the backtrace here" % (where, _hex(self.sframe))
         return "%s: %s %s with SFrame, %s with the reference" % (
             where, self.what, _hex(self.sframe), _hex(self.reference))
 

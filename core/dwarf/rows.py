@@ -242,6 +242,8 @@ def _parser_class():
     from elftools.dwarf.callframe import CallFrameInfo
 
     class Parser(CallFrameInfo):
+        stream: Any
+
         def _parse_instructions(self, structs, offset, end_offset):
             stream = self.stream
             data = stream.getvalue()

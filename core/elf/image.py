@@ -408,7 +408,7 @@ class ElfImage:
                 self.interpreter = True
         self.sframe = found
         self._plts = [(sec.addr, sec.size, sec.name) for sec in sections if sec.name.startswith(".plt") and sec.addr]
-        self._section_addrs = {}
+        self._section_addrs: Dict[str, int] = {}
         for sec, addr in zip(sections, self._addrs):
             self._section_addrs.setdefault(sec.name, addr)
         self._placed = [(addr, sec.size, sec.name, sec.offset if sec.type != SHT_NOBITS else None)

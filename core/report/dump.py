@@ -139,7 +139,8 @@ class _RowText:
         h = self.h
         base = "sp" if (info >> F.FRE_INFO_BASE_BIT) & 1 else "fp"
         if h.version == 1:
-            return self.columns("%s+%d" % (base, w[0]), *self._v1_fp_ra(w), info)
+            fp, ra = self._v1_fp_ra(w)
+            return self.columns("%s+%d" % (base, w[0]), fp, ra, info)
         cfa = "%s+%d" % (base, self.cfa_offset(w[0]))
         regs = self.slot_regs
         if h.cfa_fixed_ra_offset:

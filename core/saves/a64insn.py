@@ -9,7 +9,7 @@ saves a register nor moves SP; every encoding that can write SP is recognised as
 unknown word of the branch group counts as a jump that may go anywhere.
 """
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from .flow import Flow, Op
 
@@ -50,7 +50,7 @@ def _writes(word):
     """The general registers (0-30) an instruction may write besides the loads Op.loads places."""
     rd = word & 31
     op0 = (word >> 25) & 0xF
-    out = ()
+    out: Tuple[int, ...] = ()
     if op0 in (0b1000, 0b1001, 0b0101, 0b1101, 0b0010, 0b0000):
         out = (rd,)                                 # data processing (immediate, register); SVE, SME
     elif op0 in (0b0111, 0b1111):                   # SIMD and floating point: a general register only from

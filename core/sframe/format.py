@@ -7,6 +7,7 @@ sizes and bit fields from here.  Formats have no byte-order prefix: a section's 
 
 import enum
 import struct
+from typing import Dict, Literal, cast
 
 MAGIC = 0xDEE2
 MAGIC_SWAPPED = 0xE2DE     # the magic read in the other byte order
@@ -27,7 +28,8 @@ HEADER_COUNTS_FORMAT = "5I"
 # at the start of the function's FRE data.
 FDE_FORMAT = {1: "iIIIB", 2: "iIIIBBH", 3: "qII"}
 FDE_SIZE = {v: struct.calcsize("<" + f) for v, f in FDE_FORMAT.items()}   # 17, 20, 16
-FDE_START_FORMAT = {v: f[0] for v, f in FDE_FORMAT.items()}               # the first field
+FDE_START_FORMAT: Dict[int, Literal["i", "q"]] = {                        # the first field
+    v: cast(Literal["i", "q"], f[0]) for v, f in FDE_FORMAT.items()}
 V3_ATTR_FORMAT = "HBBB"
 V3_ATTR_SIZE = struct.calcsize("<" + V3_ATTR_FORMAT)                      # 5
 V1_MASK_REP_SIZE = 16      # V1 has no rep_size field; its only MASK users are 16-byte PLT entries

@@ -6,7 +6,7 @@ function's FREs and interpreted rules.  A section not flagged sorted is sorted o
 """
 
 import bisect
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, Literal, NamedTuple, Optional, Tuple, Union
 
 from ..errors import SFrameError
 from . import format as F
@@ -43,7 +43,8 @@ class SFrameIndex:
     def __init__(self, data: bytes, section_addr: int = 0):
         self.section = Section(data, section_addr)
         self.header = self.section.header
-        self._order = None if self.header.has(F.Flag.FDE_SORTED) else False
+        # None: sorted already; False: not sorted, the order not yet worked out; else FDE numbers by start
+        self._order: Union[None, Literal[False], List[int]] = None if self.header.has(F.Flag.FDE_SORTED) else False
         self._funcs: Dict[int, _FuncCache] = {}
         self._fdes: Dict[int, FDE] = {}
         self._range: Optional[Tuple[int, int]] = None

@@ -22,7 +22,7 @@ segments' bytes), `mapped` (finding, checking and placing the mapped files), `co
 """
 
 import os
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Literal, Optional, Tuple
 
 from ..elf.image import PF_R, PF_W, PT_LOAD, PT_NOTE, ProgramHeader, load_elf
 from ..errors import ElfError
@@ -80,7 +80,7 @@ class CoreFile:
             raise ElfError("%s: 32-bit core files are not supported" % self.path)
         self.arch = arch.name
         self.big_endian = not elf.little_endian
-        self.byte_order = "big" if self.big_endian else "little"
+        self.byte_order: Literal["big", "little"] = "big" if self.big_endian else "little"
         from ..arch.abi import for_elf
         self._abi = for_elf(self.machine, self.big_endian)
         self.order = ">" if self.big_endian else "<"
@@ -217,7 +217,9 @@ class CoreFile:
             maps = self._nt_file[1]
             for key in (AT_ENTRY, AT_PHDR):
                 at = self.auxv.get(key)
-                for m in maps if at else ():
+                if not at:
+                    continue
+                for m in maps:
                     if m.start <= at < m.end:
                         return m.path
             return maps[0].path if maps else None

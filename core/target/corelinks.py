@@ -6,7 +6,7 @@ load bias.
 """
 
 import struct
-from typing import List, Optional
+from typing import List, Optional, Set
 
 from ..elf.image import PHDR_SIZE, PT_DYNAMIC, PT_LOAD, PT_PHDR, unpack_phdrs
 from .corememory import CoreMemoryError
@@ -104,7 +104,7 @@ def _walk_libraries(core, r_debug, mods, maps):
     if core.auxv.get(AT_SYSINFO_EHDR):
         vdso = core.memory.segment_at(core.auxv[AT_SYSINFO_EHDR])
     lm = core.read_pointer(r_debug + _R_DEBUG_R_MAP)
-    seen = set()
+    seen: Set[int] = set()
     first = True
     while lm and lm not in seen and len(seen) < _MAX_LINK_MAP:
         seen.add(lm)
@@ -122,6 +122,6 @@ def _walk_libraries(core, r_debug, mods, maps):
         lhdr = files.headers(name, False) if lib is not None else None
         if lhdr is None or not files.same_file(name, False, lowest_load(lhdr.phdrs, l_addr, page), l_addr):
             lib = None
-        if lib is not None:
+        if lib is not None and lhdr is not None:
             maps.extend(mappings_of(name, l_addr, loads_of(lhdr, lib), page))
         mods.append(MappedFile(name, l_addr, lib))

@@ -16,7 +16,7 @@ trampoline, or in a V3 FDE flagged as a signal frame).
 import enum
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Literal, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..arch import abi as abimod
 from ..arch import sigframe
@@ -224,7 +224,7 @@ class _Ctx:
         self.abi = abi
         self.read = read
         self.full = full          # topmost or interrupted: every supplied register is valid
-        self.order = "big" if abi.big_endian else "little"
+        self.order: Literal["big", "little"] = "big" if abi.big_endian else "little"
 
     def stop(self, reason, detail="", address=None):
         return _Stopped(Stop(reason, detail, self.frame.pc, address))
@@ -306,7 +306,7 @@ def _recover_saved(ctx, index, match, cfa, symbolize):
     """{DWARF regnum: value} of the caller's callee-saved registers that the save-slot analysis
     proves (core.saves.analysis): read from their slots, or carried from this frame where unchanged."""
     frame, abi = ctx.frame, ctx.abi
-    out = {}
+    out: Dict[int, int] = {}
     try:
         todo = saves.plan(abi, index, match, ctx.fetch, symbolize)
     except Exception:        # the analysis must never cost the frame itself
@@ -482,6 +482,8 @@ def _signal_step(ctx, lay):
     sp = regs.get(abi.sp)
     if pc == 0:
         raise ctx.stop(StopReason.OUTERMOST, "signal frame holds a zero PC")
+    if pc is None or sp is None:
+        raise ctx.stop(StopReason.UNSAFE_UNWIND, "the signal frame layout gives no PC or SP")
     if pc == frame.pc and sp == frame.sp:
         raise ctx.stop(StopReason.CFA_NOT_INCREASING, "signal frame restores this very frame (corrupt stack?)")
     return Frame(pc=pc, sp=sp, fp=regs.get(abi.fp), ra=regs.get(abi.ra) if abi.ra_in_register else None,
