@@ -3,6 +3,8 @@
 #
 #   scripts/roots.sh            build/refresh every root, print their paths
 #   scripts/roots.sh path NAME  print the path of root NAME (trixie|sid|lldb23)
+#   scripts/roots.sh mirror     print the Debian mirror the roots come from: $SFRAME_MIRROR, else the
+#                               one this machine's apt uses, else deb.debian.org
 #
 # Roots live outside the checkout, under $SFRAME_CACHE (default ~/.cache/sframe-gdb).
 # A root is rebuilt when its package list below changes (the list's hash is stored
@@ -11,7 +13,33 @@
 set -euo pipefail
 
 CACHE=${SFRAME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sframe-gdb}
-MIRROR=${SFRAME_MIRROR:-http://deb.debian.org/debian}
+# The Debian archive this machine's apt already uses: the first `deb` source whose URI ends in /debian,
+# in the files apt reads (apt-config names them; one-line .list and deb822 .sources formats).
+apt_mirror() {
+    local LIST="" PARTS="" f
+    eval "$(apt-config shell LIST Dir::Etc::sourcelist/f PARTS Dir::Etc::sourceparts/d 2>/dev/null)" || true
+    for f in "$LIST" "${PARTS%/}"/*.list "${PARTS%/}"/*.sources; do
+        [ -r "$f" ] || continue
+        case "$f" in
+            *.sources)   # deb822: stanzas separated by blank lines; Types and URIs fields
+                awk 'BEGIN { RS = ""; FS = "\n" }
+                     { deb = 0; uris = ""
+                       for (i = 1; i <= NF; i++) {
+                           if ($i ~ /^[ \t]*#/) continue
+                           n = split($i, w, /[ \t]+/); key = tolower(w[1])
+                           if (key == "types:") for (j = 2; j <= n; j++) if (w[j] == "deb") deb = 1
+                           if (key == "uris:") for (j = 2; j <= n; j++) uris = uris " " w[j]
+                           if (key == "enabled:" && tolower(w[2]) == "no") deb = 0
+                       }
+                       if (deb) { n = split(uris, u, " "); for (j = 1; j <= n; j++) print u[j] } }' "$f" ;;
+            *)           # one line per source: deb [options] URI suite components
+                sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk '$1 == "deb" { print $2 }' ;;
+        esac
+    done | sed 's:/*$::' | grep -m1 -E '^(https?|ftp|file):.*/debian$' || true
+}
+
+MIRROR=${SFRAME_MIRROR:-$(apt_mirror)}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
 
 # name | debootstrap --include | packages installed afterwards with apt-get
 TRIXIE_INCLUDE="gcc,binutils,libc6-dev,gdb"
@@ -85,6 +113,7 @@ build() {
 mkdir -p "$CACHE/roots"
 case "${1:-all}" in
     path) echo "$CACHE/roots/$2" ;;
+    mirror) echo "$MIRROR" ;;
     all)
         exec 9>"$CACHE/roots/.lock"
         flock 9
