@@ -42,6 +42,13 @@ MUTANTS = {
         "        if d is not None and d <= k_pc + 8:\n",
         ["tests/test_saves.py::test_agrees_with_dwarf_cfi[host]"],
         "x86-64: a register is 'saved' from the push instruction itself, before the push has run"),
+    "restored-at-the-pop": (
+        "core/saves/x86.py",
+        "        if d is not None and d <= k_pc:\n",
+        "        if d is not None and d < k_pc:\n",
+        ["tests/test_saves.py::test_agrees_with_dwarf_cfi[host]"],
+        "x86-64: the innermost pushed register is 'unchanged' while SP is at its slot (at the pop itself, "
+        "before it has run, and right after its push)"),
     "one-instruction-late": (
         "core/saves/flow_analyser.py",
         "        k = bisect.bisect_right(self.starts, pc) - 1\n",
