@@ -250,6 +250,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                     return ui
             if level == 0:
                 self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
+                if self._idle and (self._given or self._last or self._levels or self.problems):
+                    self._new_unwind()             # a previous unwind's records are not this one's
             if self._idle:
                 return None
             plugin = self.plugin
