@@ -68,6 +68,7 @@ _new_answer = tuple.__new__
 
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2
+_FRESH = 1 << 62          # SFrameUnwinder._seen before any level: the next call starts an unwind
 
 
 class SFrameUnwinder(gdb.unwinder.Unwinder):
@@ -92,6 +93,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._cfi_both = {}       # pc -> CfiRange: DWARF CFI covers pc and pc - 1 (mode auto declines at once)
         self._sframe_only = None  # [(module, functions)] only SFrame describes (None: not worked out yet)
         self._idle = False        # this unwind: no frame can be ours, every call declines at once
+        self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -99,6 +101,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         """Forget the current unwind (new stop, frames flushed, registers or memory changed)."""
         self._new_unwind()
         self._tramp = {}
+        self._seen = _FRESH
 
     def _new_unwind(self):
         self._levels = {}
@@ -247,11 +250,15 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                     deque(map(ui.add_saved_register, ready[4], ready[5]), 0)
                     self._given[level] = ready
                     self._next = level + 1
+                    self._seen = level
                     return ui
-            if level == 0:
+            if level <= self._seen:
+                # A new unwind: GDB asks about each level once per unwind, innermost first, from
+                # level 0 or, where GDB's inline-frame unwinder takes the top frames, from a later one.
                 self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
                 if self._idle and (self._given or self._last or self._levels or self.problems):
                     self._new_unwind()             # a previous unwind's records are not this one's
+            self._seen = level
             if self._idle:
                 return None
             plugin = self.plugin

@@ -234,18 +234,18 @@ def test_unwinder_idles_until_sframe_only_code_loads(tmp_path, gdb, toolchain):
     (tmp_path / "lib.c").write_text(ONOFF_LIB)
     flags = ["-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
     script = ["gcc %s -o main main.c -ldl" % " ".join(flags),
-              "gcc %s -shared -fPIC -o libcfi.so lib.c" % " ".join(flags),
-              "objcopy -R .eh_frame -R .eh_frame_hdr libcfi.so libsf.so"]
+              "gcc %s -shared -fPIC -o libcf.so lib.c" % " ".join(flags),
+              "objcopy -R .eh_frame -R .eh_frame_hdr libcf.so libsf.so"]
     T.run_in(toolchain, ["sh", "-c", " && ".join(script)], cwd=tmp_path, binds=[tmp_path], check=True)
     outs = {}
-    for lib in ("libcfi.so", "libsf.so"):
+    for lib in ("libcf.so", "libsf.so"):      # (names of one length: the same stack addresses)
         lines = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % (tmp_path / "main"),
                  "break before_dlopen", "break lib_stop", "break after_dlclose",
                  "run %s" % (tmp_path / lib), "mark start", "info sframe", "continue", "mark lib", "info sframe",
                  "frames-dump lib", "continue", "mark closed", "info sframe", "dwarf-unwinders off", "mark off",
                  "info sframe", "dwarf-unwinders on", "mark on", "info sframe", "kill"]
         outs[lib] = run_gdb(gdb, lines, tmp_path)
-    sf, cfi = outs["libsf.so"], outs["libcfi.so"]
+    sf, cfi = outs["libsf.so"], outs["libcf.so"]
     assert "Traceback" not in sf and "Python Exception" not in sf, sf
     state = lambda out, a, b=None: re.search(r"^SFrame unwinder: (active|idle)", out.between(a, b), re.M).group(1)  # noqa: E731
     assert state(sf, "start", "lib") == "idle", sf.between("start", "lib")
