@@ -64,6 +64,29 @@ stamp_of() { spec "$1" | sha256sum | cut -c1-16; }
 
 mounted_inside() { findmnt -rn -o TARGET | grep -q "^$1/" ; }
 
+# Every 20 seconds while a long step runs: how long so far, how many packages its log shows
+# fetched, unpacked and set up, and its last line.
+ticker() {
+    local what=$1 log=$2 start=$SECONDS n last
+    while sleep 20; do
+        n=$(grep -c -E '^(I: (Retrieving|Extracting|Unpacking|Configuring)|Get:|Unpacking|Setting up) ' "$log" || true)
+        last=$(tail -n 1 "$log" | tr -d '\r' | cut -c1-70)
+        echo "roots: $what: $((SECONDS - start)) s, $n package steps so far (last: $last)" >&2
+    done
+}
+
+# run_logged WHAT LOG CMD...: CMD with its output appended to LOG, and the ticker on stderr.
+run_logged() {
+    local what=$1 log=$2 tick rc=0
+    shift 2
+    ticker "$what" "$log" &
+    tick=$!
+    "$@" >>"$log" 2>&1 </dev/null || rc=$?
+    kill "$tick" 2>/dev/null || true
+    wait "$tick" 2>/dev/null || true
+    return $rc
+}
+
 build() {
     local name=$1 dir="$CACHE/roots/$1" stamp
     stamp=$(stamp_of "$name")
@@ -76,7 +99,8 @@ build() {
         echo "roots: something is still mounted inside $dir; refusing to rebuild it" >&2
         exit 1
     fi
-    echo "roots: building $name root in $dir (debootstrap $suite)" >&2
+    echo "roots: building the $name root in $dir: debootstrap $suite from $MIRROR, then" \
+         "$(wc -w <<<"$extra") more packages; a few minutes (log: $CACHE/roots/$name.log)" >&2
     : >"$CACHE/roots/$name.log"
     # debootstrap and apt run in a private mount namespace: whatever they
     # mount inside the new root (/proc, /sys) goes away with them, even if
@@ -84,9 +108,8 @@ build() {
     local try ok=0
     for try in 1 2; do
         rm -rf --one-file-system "$tmp"
-        if unshare --mount --propagation private \
-                debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$MIRROR" \
-                >>"$CACHE/roots/$name.log" 2>&1 </dev/null; then
+        if run_logged "$name: debootstrap $suite" "$CACHE/roots/$name.log" unshare --mount --propagation private \
+                debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$MIRROR"; then
             ok=1; break
         fi
         echo "roots: debootstrap $suite failed (try $try)" >&2
@@ -95,10 +118,12 @@ build() {
     if [ -n "$extra" ]; then
         ok=0
         for try in 1 2; do
-            if unshare --mount --propagation private chroot "$tmp" sh -c \
+            echo "roots: $name: installing $extra" >&2
+            if run_logged "$name: apt-get install" "$CACHE/roots/$name.log" unshare --mount --propagation private \
+                    chroot "$tmp" sh -c \
                     "apt-get -o Acquire::Check-Valid-Until=false update && \
                      DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $extra && \
-                     apt-get clean" >>"$CACHE/roots/$name.log" 2>&1 </dev/null; then
+                     apt-get clean"; then
                 ok=1; break
             fi
             echo "roots: installing packages in $name failed (try $try)" >&2
@@ -108,6 +133,7 @@ build() {
     echo "$stamp" >"$tmp/.sframe-stamp"
     rm -rf --one-file-system "$dir"
     mv "$tmp" "$dir"
+    echo "roots: the $name root is ready" >&2
 }
 
 mkdir -p "$CACHE/roots"

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine for building and testing sframe-gdb (as root).
 #
-#   scripts/setup.sh
+#   scripts/setup.sh          everything the tests need
+#   scripts/setup.sh --host   only the host's packages (what scripts/demo and the plugin need)
 #
 # Installs the Debian packages below that are missing (apt is not touched at
-# all when every one is present, so a second run is quick), then builds or
-# refreshes the cached Debian roots (scripts/roots.sh: trixie for SFrame V2,
-# sid for V3 with cross compilers, qemu-user, GDB 18 and LLDB 21).
+# all when every one is present, so a second run is quick), then the pinned
+# linters and the cached Debian roots (scripts/roots.sh: trixie for SFrame V2,
+# sid for V3 with cross compilers, qemu-user, GDB 18 and LLDB 21).  What it changes
+# on the machine: those Debian packages, and $SFRAME_CACHE (~/.cache/sframe-gdb).
 # Needs no terminal: safe for CI.
 set -euo pipefail
+HOST_ONLY=0
+case "${1:-}" in
+    --host) HOST_ONLY=1 ;;
+    "") ;;
+    *) echo "usage: scripts/setup.sh [--host]" >&2; exit 2 ;;
+esac
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 export DEBIAN_FRONTEND=noninteractive
@@ -49,25 +57,31 @@ apt_retry() {  # apt can meet a transient network error: try a few times
 }
 
 if [ "${#missing[@]}" -gt 0 ]; then
-    echo "setup: installing ${missing[*]}" >&2
-    apt_retry apt-get update -q
+    echo "setup: [1/2] apt-get update" >&2
+    apt_retry apt-get update -q >&2
+    echo "setup: [2/2] installing ${#missing[@]} Debian packages: ${missing[*]}" >&2
     apt_retry apt-get install -y -q --no-install-recommends \
-        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}" >&2
 else
     echo "setup: Debian packages already installed" >&2
 fi
 
-# The `sframe` command: a link to this checkout's scripts/sframe, so it always runs the code of
-# the checkout it was set up from.  An editable pip install of an older layout (which claimed the
-# top-level name `core` in Debian's Python, the one GDB 13 embeds) is removed.
-REPO=$(cd "$HERE/.." && pwd)
+# Nothing machine-wide points into a checkout: the `sframe` command is the checkout's own
+# scripts/sframe, or `pip install .` into a virtual environment (README).  What older set-ups left
+# is removed: the link /usr/local/bin/sframe into a checkout (it dangled once that checkout was
+# gone), and an editable pip install that claimed the top-level name `core` in Debian's Python.
 if /usr/bin/python3 -m pip show -q sframe-gdb >/dev/null 2>&1; then
     echo "setup: removing the pip-installed sframe-gdb from Debian's Python" >&2
     /usr/bin/python3 -m pip uninstall -y -q --break-system-packages sframe-gdb </dev/null >&2
 fi
-if [ "$(readlink /usr/local/bin/sframe 2>/dev/null)" != "$REPO/scripts/sframe" ]; then
-    echo "setup: linking /usr/local/bin/sframe to $REPO/scripts/sframe" >&2
-    ln -sf "$REPO/scripts/sframe" /usr/local/bin/sframe
+link=$(readlink /usr/local/bin/sframe 2>/dev/null || true)
+if [ -n "$link" ] && [ "${link%/scripts/sframe}" != "$link" ]; then
+    echo "setup: removing the link /usr/local/bin/sframe -> $link (use scripts/sframe, or pip install .)" >&2
+    rm -f /usr/local/bin/sframe
+fi
+if [ "$HOST_ONLY" = 1 ]; then
+    echo "setup: done (host packages only)" >&2
+    exit 0
 fi
 
 # The linters (ruff, mypy), pinned, in their own virtual environment in the cache: they are

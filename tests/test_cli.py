@@ -1,5 +1,6 @@
 """The `sframe` command line and ELF access on real binaries: lookup, errors, how the section is found."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -142,16 +143,21 @@ def test_no_sframe_is_a_clear_error():
         ElfImage("/etc/hostname")
 
 
-def test_installed_command_exists(frames):
-    """scripts/setup.sh installs the checkout so that `sframe` is on PATH, and it runs this
-    checkout's code with a Python that has pyelftools (as scripts/demo uses it)."""
-    p = subprocess.run(["sframe", "--help"], stdout=subprocess.PIPE, text=True, timeout=60)
+def test_checkout_command_and_nothing_machine_wide(frames):
+    """scripts/sframe runs this checkout's code from any directory, with Debian's Python (which has
+    pyelftools), as scripts/demo uses it; and set-up (scripts/test ran it) leaves nothing
+    machine-wide that points into a checkout: the /usr/local/bin/sframe link older set-ups made
+    dangled once its clone was removed, and ran whichever clone set up last."""
+    cmd = [str(REPO / "scripts" / "sframe")]
+    p = subprocess.run(cmd + ["--help"], stdout=subprocess.PIPE, text=True, timeout=60, cwd="/")
     assert p.returncode == 0 and "dump" in p.stdout and "lookup" in p.stdout and "backtrace" in p.stdout
-    p = subprocess.run(["sframe", "--version"], stdout=subprocess.PIPE, text=True, timeout=60, cwd="/")
+    p = subprocess.run(cmd + ["--version"], stdout=subprocess.PIPE, text=True, timeout=60, cwd="/")
     assert p.returncode == 0 and p.stdout.strip().endswith("(%s)" % REPO), p.stdout
-    p = subprocess.run(["sframe", "dump", str(frames["host"].path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = subprocess.run(cmd + ["dump", str(frames["host"].path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=60, cwd="/")
     assert p.returncode == 0 and p.stdout.startswith("Contents of the SFrame section"), p.stderr
+    link = os.readlink("/usr/local/bin/sframe") if os.path.islink("/usr/local/bin/sframe") else ""
+    assert not link.endswith("/scripts/sframe"), "/usr/local/bin/sframe -> %s" % link
 
 
 @pytest.fixture(scope="module")
