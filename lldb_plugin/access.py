@@ -10,6 +10,7 @@ import lldb
 from ..core.arch import abi as abimod
 from ..core.report.frames import where_text
 from ..core.sframe.format import MASK64
+from ..core.unwind.modules import LoadedCfi
 from ..core.unwind.tracker import LoadedModule, ModuleTracker, file_identity
 from ..core.unwind.unwinder import frame_from_registers, lookup_address
 
@@ -146,6 +147,36 @@ def owner_of(target):
             return None
         return a.GetModule().GetFileSpec().fullpath
     return owner
+
+
+def place_of(target):
+    """place(addr) for core.unwind.modules.LoadedCfi: (path, load bias) of the module LLDB says
+    holds addr (any module, with SFrame or not), or None."""
+    live = has_state(target.GetProcess())
+
+    def place(addr):
+        a = target.ResolveLoadAddress(addr) if live else target.ResolveFileAddress(addr)
+        m = a.GetModule() if a.IsValid() else None
+        if m is None or not m.IsValid():
+            return None
+        path = m.GetFileSpec().fullpath
+        if not path or not os.path.isfile(path):
+            return None
+        hdr = m.GetObjectFileHeaderAddress()
+        load, file_addr = hdr.GetLoadAddress(target), hdr.GetFileAddress()
+        return path, (load - file_addr if live and INVALID not in (load, file_addr) else 0)
+    return place
+
+
+_CFI = {}      # SFrame ABI -> core.unwind.modules.LoadedCfi (the files' CFI, read once)
+
+
+def loaded_cfi(abi):
+    """The LoadedCfi of an ABI (one per ABI: its register numbers)."""
+    cfi = _CFI.get(abi.sframe_abi)
+    if cfi is None:
+        cfi = _CFI[abi.sframe_abi] = LoadedCfi(abi)
+    return cfi
 
 
 def symbol_at(target, addr):

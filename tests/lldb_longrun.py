@@ -34,7 +34,7 @@ def long_run(debugger, command, exe_ctx, result, internal_dict):
         interp.HandleCommand("sframe bt", ret)
         rows = [l for l in (ret.GetOutput() or "").splitlines() if l.lstrip(" *").startswith("frame #")]
         names = tuple(m.group(1) for m in (_NAME.search(r) for r in rows[:len(CHAINS[name])]) if m)
-        ok = names == CHAINS[name] and all("[sframe]" in r for r in rows[1:len(CHAINS[name])])
+        ok = names == CHAINS[name] and all("[sframe]" in r for r in rows[:len(CHAINS[name])])
         # where the library is: the PC of its frame (fix_entry's call site in the loads phase)
         address = process.GetSelectedThread().GetFrameAtIndex(1 if name == "exe_callback" else 0).GetPC()
         phases[name].record(ok, address, time.perf_counter() - t,

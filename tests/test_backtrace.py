@@ -622,6 +622,18 @@ REGISTERS = {"equal": 0, "not recovered": 0}     # callee-saved registers GDB kn
 NO_SFRAME = ("libc.so.6", "ld-linux-x86-64.so.2", "ld64.so.1", "ld-linux-aarch64.so.1", "[vdso]", "linux-vdso.so.1", "??")
 
 
+def _marker_wanted(frame, trampoline):
+    """The marker a frame (not the last) must have: what covers its PC.  The signal trampoline's
+    row says signal frame (its caller comes from the kernel's signal frame); a module without
+    SFrame (the C library, the dynamic linker) DWARF CFI; the fixture programs, whose every
+    function and PLT entry has an FDE, sframe."""
+    if trampoline:
+        return ("signal frame",)
+    if frame["module"] in NO_SFRAME:
+        return ("DWARF CFI",)
+    return ("sframe",)
+
+
 def _without_frames_gdb_skips(frames, gdb_frames):
     """Our frames, less those GDB is known to skip: on AArch64 with return-address signing, GDB 18
     goes from __libc_start_call_main straight to _start, leaving out __libc_start_main, which
@@ -680,7 +692,7 @@ def compare_thread(ours, theirs, cfi):
                 REGISTERS["not recovered"] += 1
             elif got == want:
                 REGISTERS["equal"] += 1
-            elif f["how"] == "DWARF CFI" and re.fullmatch(r"f(8|9|1[0-5])", name) and k and \
+            elif k and frames[k - 1]["how"] == "DWARF CFI" and re.fullmatch(r"f(8|9|1[0-5])", name) and \
                     gdb_frames[k - 1].get("regs", {}).get(name) == want:
                 # s390x: GDB 18 applies the CFI's f8-f15 saves to v8-v15 and shows f8-f15 as in the
                 # frame below (__libc_start_main saves f8 at CFA-176; GDB's `info frame` lists "v8 at"
@@ -688,6 +700,13 @@ def compare_thread(ours, theirs, cfi):
                 REGISTERS["equal"] += 1
             else:
                 problems.append("#%d %s: %s %#x, GDB's %#x" % (k, f["name"], name, got, want))
+        if k < len(frames) - 1:
+            # The marker says what unwinds the frame: what covers its PC (readelf's FDE ranges of its
+            # module), so the C library's frames say DWARF CFI, the program's sframe.
+            want_how = _marker_wanted(f, trampoline)
+            if f["how"].split(",")[0] not in want_how:
+                problems.append("#%d %s (%s): marked [%s], not [%s]" % (k, f["name"], f["module"], f["how"],
+                                                                      " or ".join(want_how)))
         base = f["name"].split("+")[0]
         # (".plt+6": a PLT header has no symbol; GDB names it after whatever precedes it.  The C
         # library's functions have aliases, such as raise and __GI_raise, __clone3 and clone3: GDB
@@ -697,6 +716,11 @@ def compare_thread(ours, theirs, cfi):
             problems.append("#%d: function %s, GDB %s" % (k, base, g["name"]))
     last = frames[-1]
     gdb_end = theirs["frames"][-1].get("end", "")
+    want_last = {"Backtrace stopped: no SFrame information": "no SFrame",
+                 "Backtrace stopped: reached the outermost frame": "outermost"}
+    want_how = next((v for k, v in want_last.items() if ours.stop.startswith(k)), "not unwound")
+    if ours.frames[-1]["how"].split(",")[0] != want_how:
+        problems.append("the last frame is marked [%s], not [%s]: %s" % (ours.frames[-1]["how"], want_how, ours.stop))
     if last["cfa"] is not None:
         problems.append("the last frame has a CFA: %s" % ours.stop)
     elif ours.stop.startswith("Backtrace stopped: no SFrame information"):
@@ -850,7 +874,8 @@ def test_deep_recursion(results, tc):
         assert len(p.frames) == 54, r.text
         assert names[0] == "stop_here" and names[52] == "main", r.text
         assert set(names[1:52]) == {"descend", "descend_odd"}, r.text
-        assert all(f["how"].startswith("sframe") for f in p.frames[1:]), r.text
+        assert all(f["how"].split(",")[0] == "sframe" for f in p.frames[:53]), r.text
+        assert p.frames[53]["how"].split(",")[0] == "no SFrame" and p.frames[53]["module"] in NO_SFRAME, r.text
 
 
 @pytest.mark.parametrize("tc", ALL)
@@ -866,7 +891,7 @@ def test_signal_handler_through_the_trampoline(results, tc):
             want = want[1:]
         assert _names(p)[:-1] == want, r.text
         tramp = len(want) - 4
-        assert p.frames[tramp + 1]["how"] == "signal frame", r.text
+        assert p.frames[tramp]["how"] == "signal frame", r.text
         assert gdb_real_frames(g)[tramp]["type"] == "sigtramp"
 
 
@@ -892,7 +917,7 @@ def test_signal_handler_raised_in_libc(results, tc):
     assert _names(p)[:2] == ["stop_here", "in_handler"], r.text
     if tc in X86:
         assert len(p.frames) == 4, r.text
-        assert p.frames[2]["name"] == SIGNAL_TRAMPOLINE and p.frames[3]["how"] == "signal frame", r.text
+        assert p.frames[2]["name"] == SIGNAL_TRAMPOLINE and p.frames[2]["how"] == "signal frame", r.text
         assert gdb_real_frames(g)[2]["type"] == "sigtramp"
     else:
         assert len(p.frames) == 3 and p.frames[2]["module"] == "??", r.text

@@ -223,22 +223,23 @@ def stop_commands(exe, fixture, tag, args=(), start=None, others=False, lookups=
     cmds.append("breakpoint set -n %s" % STOPS[fixture])
     cmds.append(start or ("process launch -- %s" % " ".join(args)).rstrip())
     cmds += ["probe frames %s-lldb" % tag,
-             "probe run %s-sbt sframe bt" % tag,
+             "probe run %s-sbt sframe bt -n" % tag,          # SFrame alone
+             "probe run %s-sbtc sframe bt" % tag,            # and the DWARF CFI where it has none
              "probe run %s-lookup sframe lookup $pc" % tag]
     if lookups:
         cmds.append("probe lookups %s-at" % tag)
     if others:
         # The callee-saved registers: LLDB's own (DWARF CFI) and `sframe bt -r`'s.
         cmds += ["probe regs %s-regs rbx,rbp,r12,r13,r14,r15" % tag,
-                 "probe run %s-sbtr sframe bt -r" % tag]
+                 "probe run %s-sbtr sframe bt -r -n" % tag]
         # From an outer frame (LLDB's registers of frame 1), and another thread than the selected.
         cmds += ["probe frame 1",
-                 "probe run %s-up-sbt sframe bt" % tag,
+                 "probe run %s-up-sbt sframe bt -n" % tag,
                  "probe run %s-up-lookup sframe lookup $pc" % tag,
                  "probe frame 0"]
         if fixture == "threads":
             cmds += ["probe select 1",
-                     "probe run %s-t2-sbt sframe bt -t 2" % tag,
+                     "probe run %s-t2-sbt sframe bt -t 2 -n" % tag,
                      "probe select 2"]
     cmds += list(extra) + ["process kill", "target delete"]
     return cmds
@@ -315,7 +316,7 @@ def core_session(gcores, work, lldb):
     for cid, (_b, exe, core) in gcores.items():
         lines += ["target create %s --core %s" % (exe, core),
                   "probe frames %s-lldb" % cid,
-                  "probe run %s-sbt sframe bt" % cid,
+                  "probe run %s-sbt sframe bt -n" % cid,
                   "probe run %s-lookup sframe lookup $pc" % cid,
                   "target delete"]
     return run_lldb(lldb, lines, work, "cores%d" % lldb)
@@ -387,7 +388,7 @@ def cross_session(corpus, work, lldb, qemu_cores):
         lines += ["target create %s --core %s" % (exe, core)]
         if lldb == 16 or arch != "s390x":
             lines.append("probe frames %s-lldb" % tag)
-        lines += ["probe run %s-sbt sframe bt" % tag, "probe run %s-lookup sframe lookup $pc" % tag,
+        lines += ["probe run %s-sbt sframe bt -n" % tag, "probe run %s-lookup sframe lookup $pc" % tag,
                   "probe run %s-info sframe info" % tag, "target delete"]
     qemus = "\n".join(starts) + "\nwait\n"
     if lldb == 21:
@@ -461,6 +462,13 @@ def covered_prefix(frames):
     return len(frames)
 
 
+def _last_marker(stop_line):
+    """The marker of the frame where `sframe bt` stopped, from its stop line."""
+    if "no SFrame information for the PC" in stop_line:
+        return "no SFrame"
+    return "outermost" if "reached the outermost frame" in stop_line else "not unwound"
+
+
 def check_matches_lldb(ours, stop_line, lldb, what, cfas=True, one_more=False):
     """Our frames are LLDB's first frames (PC and, where SFrame gave it, CFA) and cover the prefix."""
     assert ours, what
@@ -477,7 +485,11 @@ def check_matches_lldb(ours, stop_line, lldb, what, cfas=True, one_more=False):
         if cfas and r[5] is not None:    # CFA from an SFrame FDE: LLDB's (DWARF) CFA is the same
             assert r[4] == f[2], "%s: frame #%d CFA %#x, LLDB's %#x" % (what, r[0], r[4], f[2])
     assert stop_line.startswith("  Backtrace stopped: "), what
-    assert ours[0][3] == "registers" and all(r[3].startswith(("sframe", "signal frame")) for r in ours[1:]), what
+    # Each frame's marker says what unwinds it: SFrame all the way (the signal trampoline's row:
+    # the signal frame), and on the last frame why the walk ends there.
+    whole = "(not compared)" not in stop_line
+    assert all(r[3].split(",")[0] in ("sframe", "signal frame") for r in (ours[:-1] if whole else ours)), (what, ours)
+    assert not whole or ours[-1][3].split(",")[0] == _last_marker(stop_line), (what, ours[-1], stop_line)
 
 
 def cli_lookup(path, addr):
@@ -579,6 +591,32 @@ def test_backtrace_matches_lldb_bt(key, corpus, sessions):
     check_matches_lldb(ours, last, frames, "%s %s" % (s.name, tag))
     # The walk ends where the fixture's modules end: the C library has no SFrame section.
     assert "no SFrame information for the PC" in last, last
+
+
+@pytest.mark.parametrize("key", LIVE, ids=LIVE_IDS)
+def test_backtrace_goes_on_by_cfi_like_the_cli(key, corpus, sessions):
+    """`sframe bt` without -n goes on where no SFrame covers the PC by the module's DWARF CFI, as
+    `sframe backtrace` does: the whole of LLDB's own bt (through the C library to _start or the
+    thread's start), PC and CFA; each frame marked by what unwinds it: sframe where readelf lists
+    an FDE covering its PC, DWARF CFI elsewhere (the C library; DRAP-realigned functions, which gas
+    before 2.46 leaves out), signal frame on the signal trampoline, outermost on the last."""
+    lldb, tc, fx, v = key
+    s = sessions[lldb]
+    tag = corpus.get(tc, fx, v).id
+    frames = s.lldb_frames(tag + "-lldb")
+    ours, last = s.sframe_bt(tag + "-sbtc")
+    what = "%s %s" % (s.name, tag)
+    assert [hex(r[1]) for r in ours] == [hex(f[1]) for f in frames], (what, ours, frames, last)
+    own = sframe_modules(frames)
+    for k, (r, f) in enumerate(zip(ours[:-1], frames)):
+        if r[3] == "signal frame":
+            continue              # (the trampoline's "CFA" is its SP: LLDB's differs)
+        at = f[1] - 1 if k else f[1]
+        covered = f[3] in own and any(lo <= at < hi for lo, hi in _fde_ranges(f[3], f[4]))
+        want = "sframe" if covered else "DWARF CFI"
+        assert r[3].split(",")[0] == want, (what, r, f[3])
+        assert r[4] == f[2], "%s: frame #%d CFA %s, LLDB's %#x" % (what, r[0], r[4], f[2])
+    assert ours[-1][3] == "outermost" and "reached the outermost frame" in last, (what, ours[-1], last)
 
 
 def test_backtrace_registers_match_lldb(corpus, sessions):
@@ -704,8 +742,8 @@ def test_lookup_matches_cli_and_values(key, corpus, sessions):
     assert checked >= 2
     # From frame 1: LLDB's registers there; the values are frame 1's CFA and frame 2's PC.
     up, last = s.sframe_bt(tag + "-up-sbt")
-    assert up[0][0] == 1 and up[0][3] == "LLDB's registers of frame #1"
-    relabelled = [(r[0] - 1,) + r[1:3] + ("registers" if r is up[0] else r[3],) + r[4:] for r in up]
+    assert up[0][0] == 1          # (its marker, like the others', is checked below)
+    relabelled = [(r[0] - 1,) + r[1:] for r in up]
     check_matches_lldb(relabelled, last, frames[1:],
                        "%s %s from frame 1" % (s.name, tag))
     if len(up) > 1:
@@ -862,11 +900,11 @@ def test_cross_live(key, corpus, cross_sessions):
         # Through qemu's signal trampoline to the interrupted frame (in libc, unknown to LLDB).
         # LLDB does not know the trampoline: LLDB 16 on s390x stops at in_handler, on AArch64
         # both LLDBs go on with a guess; only the frames before the trampoline are comparable.
-        k = [r[3] for r in ours].index("signal frame")
+        k = [r[3] for r in ours].index("signal frame") + 1     # the interrupted frame
         assert [r[2].split("`")[1] for r in ours[:2]] == ["stop_here", "in_handler"] and k >= 3
         n = min(k, len(frames))
         assert [r[1] for r in ours[:n]] == [f[1] for f in frames[:n]]
-        assert ours[k - 1][2] == "??`???" and ours[k - 1][3] == "sframe"
+        assert ours[k - 1][2] == "??`???" and ours[k - 1][3] == "signal frame" and ours[k - 2][3] == "sframe"
     else:
         check_matches_lldb(ours, last, frames, "%s %s" % (s.name, b.id), one_more=True)
     assert ours[-1][2] == "??`???" and "no SFrame information for the PC" in last
@@ -1069,7 +1107,7 @@ def test_empty_section_is_no_sframe(lldb, corpus, work):
     s = run_lldb(lldb, ["target create %s" % exe, "probe run dump sframe dump",
                         "breakpoint set -n stop_here", "process launch",
                         "probe run lookup sframe lookup $pc", "probe run info sframe info",
-                        "probe run bt sframe bt", "process kill"], work, "empty%d" % lldb)
+                        "probe run bt sframe bt -n", "process kill"], work, "empty%d" % lldb)
     assert s.block("dump").out == ["", "Section '.sframe' has no debugging data."] and not s.block("dump").err
     lookup = s.block("lookup")
     assert not lookup.out and len(lookup.err) == 1 and \

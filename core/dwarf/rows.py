@@ -175,6 +175,20 @@ def register_rule(row: dict, reg: int) -> Tuple[Optional[Rule], str]:
     return None, r.type
 
 
+def unwind_rule(row: dict, reg: int, expr: "Expr") -> Optional[Rule]:
+    """A register's rule for unwinding: register_rule's, and for the expression rules the shapes
+    Expr follows: DW_CFA_expression (the register saved at the address the expression gives, as
+    DRAP-realigned x86-64 frames save rbp: `DW_OP_breg6 0`) as Rule(REGISTER, deref), and
+    DW_CFA_val_expression (the value itself) as Rule(REGISTER); other shapes None (not known)."""
+    rule, kind = register_rule(row, reg)
+    if rule is not None or kind not in ("EXPRESSION", "VAL_EXPRESSION"):
+        return rule
+    at = expr.rule(row[reg].arg, row["pc"])
+    if at is None or at.deref and kind == "EXPRESSION":
+        return None
+    return Rule(RuleKind.REGISTER, at.offset, reg=at.reg, deref=at.deref or kind == "EXPRESSION")
+
+
 # DW_CFA_AARCH64_negate_ra_state (GNU_window_save elsewhere): pyelftools 0.29 stops at it ("Unknown
 # CFI opcode"), so a PAC-enabled AArch64 library would have no CFI here at all.  It only toggles
 # whether the RA is signed, and the unwinder strips every AArch64 RA's signature: it is read as
@@ -334,7 +348,8 @@ class CfiRows:
                     return None
                 table = sorted(entry.get_decoded().table, key=lambda r: r["pc"])
                 # Each row's rules, worked out once (a loop in a library passes them again and again).
-                rules = [({reg: register_rule(row, reg)[0] for reg in row if isinstance(reg, int)},
+                expr = self._expr
+                rules = [({reg: unwind_rule(row, reg, expr) for reg in row if isinstance(reg, int)},
                           None if row["cfa"].expr is not None else cfa_rule(row, self._expr, row["pc"]), row)
                          for row in table]
         except Exception:         # the file's bytes, as pyelftools reads them: no CFI there

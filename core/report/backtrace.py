@@ -7,12 +7,14 @@ linker's list in qemu-user cores); for a process, from ptrace, /proc/PID/mem and
 /proc/PID/maps (core.target.live), while its threads are held stopped.  Where no SFrame covers a PC
 (the C library on Debian), the module's DWARF CFI (`.eh_frame`, `.debug_frame`: core.dwarf.rows)
 unwinds the frame, unless `cfi=False`.  Each frame is printed with its PC, symbol, module, CFA
-and how it was unwound, then the stop reason, like GDB's "Backtrace stopped: ...":
+and what unwinds it (core.report.frames.unwound_by: what covers its PC and so found its caller),
+then the stop reason, like GDB's "Backtrace stopped: ...":
 
     #1   0x000055555555522d in in_handler+9 (prog)  CFA 0x00007fffffffd970  [sframe]
-    #3   0x0000555555555201 in <signal handler called> (prog)  CFA 0x00007fffffffd980  [sframe]
-    #4   0x00005555555552a8 in poke+40 (prog)  CFA 0x00007fffffffe650  [signal frame]
+    #3   0x0000555555555201 in <signal handler called> (prog)  CFA 0x00007fffffffd980  [signal frame]
+    #4   0x00005555555552a8 in poke+40 (prog)  CFA 0x00007fffffffe650  [sframe]
     #9   0x00007ffff7dd124a in __libc_start_call_main+122 (libc.so.6)  CFA 0x00007fffffffe710  [DWARF CFI]
+    #11  0x0000555555555075 in _start+37 (prog)  CFA unknown  [outermost]
 
 The CFA of a frame is known once its caller has been unwound, so the frame where the walk stops
 shows "CFA unknown".  The signal trampoline's row (GDB's "<signal handler called>") shows the
@@ -27,8 +29,8 @@ from typing import Optional, TextIO
 from ..target.corenotes import Thread
 from ..target.session import Session
 from ..target.signals import signame
-from ..unwind.unwinder import DEFAULT_DEPTH_LIMIT, Frame, FrameRow, Stop, frame_rows, lookup_address
-from .frames import registers_line
+from ..unwind.unwinder import DEFAULT_DEPTH_LIMIT, FrameRow, Stop, frame_rows, lookup_address
+from .frames import registers_line, unwound_by
 
 SIGNAL_TRAMPOLINE = "<signal handler called>"
 
@@ -44,20 +46,13 @@ def _frame_symbol(session, frame, trampoline):
     return sym or "??"
 
 
-def format_frame(session: Session, row: FrameRow) -> str:
-    """The printed line of one frame (a core.unwind.unwinder.FrameRow)."""
+def format_frame(session: Session, row: FrameRow, stop: Optional[Stop] = None) -> str:
+    """The printed line of one frame (a core.unwind.unwinder.FrameRow; `stop` ends the walk)."""
     frame, cfa, trampoline = row.frame, row.cfa, row.trampoline
-    how = _how(frame)
+    how = unwound_by(row, stop)
     return "#%-3d 0x%016x in %s (%s)  CFA %s  [%s]" % (
         frame.level, frame.pc, _frame_symbol(session, frame, trampoline), session.module_name(frame.pc),
         "0x%016x" % cfa if cfa is not None else "unknown", how)
-
-
-def _how(frame: Frame) -> str:
-    how = "registers" if frame.level == 0 else frame.method.value if frame.method else "?"
-    if frame.ra_stripped:
-        how += ", RA signature stripped"
-    return how
 
 
 def _header(session: Session, what: str, fp_fallback: bool) -> str:
@@ -93,7 +88,7 @@ def print_backtraces(session: Session, what: str, out: TextIO, all_threads: bool
             continue
         out.write("\nThread %d (LWP %d)%s:\n" % (n + 1, t.tid, ", %s" % signame(t.signal) if t.signal else ""))
         for row in rows:
-            out.write(format_frame(session, row) + "\n")
+            out.write(format_frame(session, row, stop) + "\n")
             if registers:
                 out.write(registers_line(session.abi, row.frame, "     ") + "\n")
         if stop is not None:
@@ -115,7 +110,7 @@ def _thread_doc(session: Session, t: Thread, rows, stop: Optional[Stop], registe
     for row in rows:
         f = row.frame
         d = {"level": f.level, "pc": f.pc, "function": _frame_symbol(session, f, row.trampoline),
-             "module": session.module_name(f.pc), "cfa": row.cfa, "how": _how(f)}
+             "module": session.module_name(f.pc), "cfa": row.cfa, "how": unwound_by(row, stop)}
         if registers:
             d["registers"] = {session.abi.regname(r): f.regs.get(r) for r in session.abi.callee_saved}
         frames.append(d)

@@ -6,27 +6,41 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from ..sframe.format import MASK64
-from ..unwind.unwinder import Frame, Stop, StopReason
+from ..unwind.unwinder import Frame, FrameRow, Stop, StopReason
 
 if TYPE_CHECKING:
     from ..arch.abi import ABIInfo
-    from ..sframe.index import Match
 
 
 def hexaddr(v: int, width: int = 16) -> str:
     return "0x%0*x" % (width, v & MASK64)
 
 
-def frame_line(number: int, frame: Frame, cfa: Optional[int], where: str, selected: bool = False,
-               own_match: Optional["Match"] = None, initial_how: str = "registers") -> str:
-    """LLDB-style 'frame #N: 0x... module`symbol + off', how the frame was found, and its CFA.
-
-    `own_match` is the SFrame match of the frame's own PC that gave its CFA (None if the CFA came
-    from elsewhere or is unknown).
-    """
-    how = initial_how if frame.method is None else frame.method.value
-    if frame.ra_stripped:
+def unwound_by(row: FrameRow, stop: Optional[Stop]) -> str:
+    """A frame's [marker]: what unwinds this frame, that is what covers its PC and found its caller
+    (sframe, DWARF CFI, frame pointer, signal frame: the trampoline's row), so that `#3 leaf+13
+    (spin) [sframe]` reads as "spin's frame is unwound by its SFrame".  The frame where the walk
+    stopped says why instead: outermost, no SFrame (nothing covers its PC), or not unwound (a limit,
+    an unreadable stack, a failed check: the stop line says which).  ", RA signature stripped" is
+    about the frame's own PC: it came from a signed return address, its signature removed."""
+    if row.unwound_by is not None:
+        how = row.unwound_by.value
+    elif stop is not None and stop.reason is StopReason.OUTERMOST:
+        how = "outermost"
+    elif stop is not None and stop.reason is StopReason.NO_SFRAME:
+        how = "no SFrame"
+    else:
+        how = "not unwound"
+    if row.frame.ra_stripped:
         how += ", RA signature stripped"
+    return how
+
+
+def frame_line(number: int, row: FrameRow, stop: Optional[Stop], where: str, selected: bool = False) -> str:
+    """LLDB-style 'frame #N: 0x... module`symbol + off', what unwinds the frame (unwound_by), and its
+    CFA, with the FDE that gave it where SFrame did."""
+    frame, cfa, own_match = row.frame, row.cfa, row.match
+    how = unwound_by(row, stop)
     if cfa is None:
         cfa_text = "CFA unknown"
     else:

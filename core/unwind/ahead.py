@@ -13,7 +13,7 @@ tests/test_backtrace.py (test_ahead_agrees_with_step) checks that both agree fra
 
 import operator
 import struct
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from ..arch import abi as abimod
 from ..saves import analysis as saves
@@ -33,6 +33,9 @@ from .unwinder import (
 )
 from .unwinder import walk as unwind_walk
 
+if TYPE_CHECKING:
+    from ..sframe.index import Match
+
 # Callers unwound at once: few at first (`bt 3`, `up` need few), twice as many each time after (a
 # whole backtrace needs all), up to MAX_CHUNK.
 FIRST_CHUNK, MAX_CHUNK = 8, 1024
@@ -45,7 +48,7 @@ def next_chunk(size: int) -> int:
 
 class _Plan(NamedTuple):
     """One caller PC's step, precomputed."""
-    match: object               # the index Match the rules come from (as step puts on its Frame)
+    match: "Match"              # the index Match the rules come from (as step puts on its Frame)
     fp_based: bool              # CFA = FP + cfa_offset, else SP + cfa_offset
     cfa_offset: int
     ra_offset: int              # RA = [CFA + ra_offset]

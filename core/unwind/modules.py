@@ -10,7 +10,9 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ..arch.abi import ABIInfo
 from ..dwarf.coverage import CfiIndex, CfiRange
+from ..dwarf.rows import CfiRow, CfiRows
 from ..errors import ElfError, EmptySFrameError, NoSFrameError, SFrameError
 from ..sframe.index import SFrameIndex
 
@@ -219,6 +221,41 @@ def finder(modules: ModuleSet, owner: Callable[[int], Optional[str]]):
                 raise SFrameError(m.failure.offset, m.failure.rule)     # a new one: no traceback piles up
         return found
     return find
+
+
+class LoadedCfi:
+    """The DWARF CFI (`.eh_frame`, `.debug_frame`) of loaded files, any file, with SFrame or not,
+    by path and load bias: for a walk outside the debugger's own unwinder that goes on by CFI
+    where no SFrame covers a PC (LLDB's `sframe bt` through the C library, as `sframe backtrace`
+    does).  Each file's sections are read once, its FDEs decoded one at a time (CfiRows)."""
+
+    FILES = 64                # files kept; more (a program with many libraries, reloaded) starts afresh
+
+    def __init__(self, abi: ABIInfo):
+        self.abi = abi
+        self._files: Dict[Tuple[str, int], CfiRows] = {}
+
+    def row(self, path: str, bias: int, pc: int) -> Optional[CfiRow]:
+        """The rules at pc (as loaded) from the file at `path` loaded with `bias`, or None."""
+        rows = self._files.get((path, bias))
+        if rows is None:
+            if len(self._files) >= self.FILES:
+                self._files.clear()
+            from ..elf.image import ElfImage
+            try:
+                sections = ElfImage(path).cfi_sections(bias)
+            except (ElfError, OSError):
+                sections = []
+            rows = self._files[(path, bias)] = CfiRows(sections, self.abi)
+        return rows.row(pc)
+
+    def finder(self, place: Callable[[int], Optional[Tuple[str, int]]]) -> Callable[[int], Optional[CfiRow]]:
+        """core.unwind.unwinder's `cfi(pc)`: the rules of the file `place(pc)` says holds pc, as
+        (path, load bias), or None."""
+        def cfi(pc: int) -> Optional[CfiRow]:
+            where = place(pc)
+            return None if where is None else self.row(where[0], where[1], pc)
+        return cfi
 
 
 class NotCovered(LookupError):

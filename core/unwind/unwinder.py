@@ -16,7 +16,7 @@ trampoline, or in a V3 FDE flagged as a signal frame).
 import enum
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, Iterator, List, Literal, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Literal, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..arch import abi as abimod
 from ..arch import sigframe
@@ -25,6 +25,9 @@ from ..saves import analysis as saves
 from ..sframe import format as F
 from ..sframe.format import MASK64
 from ..sframe.rules import UNCHANGED, RuleKind
+
+if TYPE_CHECKING:
+    from ..sframe.index import Match
 
 DEFAULT_DEPTH_LIMIT = 100_000
 
@@ -137,7 +140,7 @@ class Frame:
     ra_stripped: bool = False
     interrupted: bool = False
     level: int = 0
-    match: object = field(default=None, hash=False, compare=False, repr=False)  # index Match used
+    match: Optional["Match"] = field(default=None, hash=False, compare=False, repr=False)  # index Match used
 
     def reg(self, abi: abimod.ABIInfo, regnum: int) -> Optional[int]:
         """Value of DWARF register `regnum` in this frame, or None if unknown."""
@@ -409,8 +412,14 @@ def _cfi_value(ctx, rule, cfa, reg):
         return (cfa + rule.offset) & MASK64
     if k is RuleKind.UNCHANGED:
         return ctx.frame.reg(ctx.abi, reg)
-    if k is RuleKind.REGISTER and not rule.deref and rule.offset == 0:
-        return ctx.frame.reg(ctx.abi, rule.reg)
+    if k is RuleKind.REGISTER:        # reg + offset, or what is stored there (DWARF expressions)
+        base = ctx.frame.reg(ctx.abi, rule.reg)
+        if base is None:
+            return None
+        if not rule.deref:
+            return (base + rule.offset) & MASK64
+        data = ctx.fetch((base + rule.offset) & MASK64, ctx.abi.ptr_size)
+        return None if data is None else int.from_bytes(data, ctx.order)
     return None
 
 
@@ -670,8 +679,9 @@ class FrameRow(NamedTuple):
     """One frame of a printed backtrace, with what is known only once its caller was unwound."""
     frame: Frame
     cfa: Optional[int]          # the frame's own CFA (None where the walk stopped)
-    match: Optional[object]     # the SFrame match that gave that CFA (None: not from SFrame)
+    match: Optional["Match"]    # the SFrame match that gave that CFA (None: not from SFrame)
     trampoline: bool            # the caller came from a signal frame: this is the trampoline
+    unwound_by: Optional[Method] = None   # what covers this frame's PC and found its caller (None: the last)
 
 
 def frame_rows(items: Iterable[Union[Frame, Stop]]) -> Tuple[List[FrameRow], Optional[Stop]]:
@@ -683,7 +693,7 @@ def frame_rows(items: Iterable[Union[Frame, Stop]]) -> Tuple[List[FrameRow], Opt
             rows.append(FrameRow(f, None, None, False))
         else:
             rows.append(FrameRow(f, c.cfa, c.match if c.method is Method.SFRAME else None,
-                                 c.method is Method.SIGNAL))
+                                 c.method is Method.SIGNAL, c.method))
     return rows, stop
 
 

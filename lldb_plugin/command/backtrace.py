@@ -9,8 +9,10 @@ from ..access import (
     abi_of,
     frame_state,
     has_state,
+    loaded_cfi,
     memory_reader,
     owner_of,
+    place_of,
     symbol_namer,
     symbolizer,
     sync,
@@ -21,26 +23,32 @@ from .common import Command, parse_options, positive_count
 
 class BacktraceCommand(Command):
     short = "Backtrace of a thread unwound with SFrame (not with LLDB's unwinder)."
-    long = """Syntax: sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r]
+    long = """Syntax: sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r] [-n]
         sframe bt ...
 
 Unwinds the selected thread (or thread #THREAD, LLDB's index as `thread list` shows it) from its
-selected frame with the SFrame sections of the loaded modules, reading registers and memory
-through LLDB; works on live processes and core files.  Each line gives the frame like `bt`, how
-it was found in [brackets] (registers: the starting frame; sframe; frame pointer; signal frame)
-and its CFA, with the FDE that gave it.  The last line says why the unwind stopped.
+selected frame with the SFrame sections of the loaded modules, and with their DWARF CFI where no
+SFrame covers a PC (the C library), reading registers and memory through LLDB; works on live
+processes and core files.  Each line gives the frame like `bt`, what unwinds it in [brackets]
+(what covers its PC and so found its caller: sframe, DWARF CFI, frame pointer, signal frame; on
+the last frame: outermost, no SFrame or not unwound) and its CFA, with the FDE that gave it.  The
+last line says why the unwind stopped.
 
   -c COUNT   print at most COUNT frames
   -t THREAD  unwind thread #THREAD instead of the selected one (from its selected frame)
   -f         follow the frame-pointer chain through code without SFrame
   -r         print each frame's callee-saved registers: in callers, those the function's own
              code proves saved or unchanged (the rest <not saved>)
+  -n         --no-eh-frame: stop where no SFrame covers the PC, instead of going on by the
+             module's DWARF CFI (.eh_frame, .debug_frame; such frames are marked [DWARF CFI]),
+             to see what SFrame alone covers
 """
-    usage = "sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r]"
+    usage = "sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r] [-n]"
     spec = {"-c": ("count", positive_count), "--count": ("count", positive_count),
             "-t": ("thread", positive_count), "--thread": ("thread", positive_count),
             "-f": ("fp", None), "--frame-pointer": ("fp", None),
-            "-r": ("registers", None), "--registers": ("registers", None)}
+            "-r": ("registers", None), "--registers": ("registers", None),
+            "-n": ("no_cfi", None), "--no-eh-frame": ("no_cfi", None)}
 
     def run(self, debugger, command, exe_ctx):
         opts, rest = parse_options(command, self.spec, self.usage)
@@ -73,16 +81,17 @@ and its CFA, with the FDE that gave it.  The last line says why the unwind stopp
         items = walk(initial, topmost=topmost, abi=abi, read=memory_reader(process),
                      find=finder(TRACKER.modules, owner_of(target)),
                      limit=limit, fp_fallback=bool(opts.get("fp")), symbol=symbol_namer(target),
-                     callee_saved=bool(opts.get("registers")), symbolize=symbolizer(target))
+                     callee_saved=bool(opts.get("registers")), symbolize=symbolizer(target),
+                     cfi=None if opts.get("no_cfi") else loaded_cfi(abi).finder(place_of(target)))
         rows, stop = frame_rows(items)
         lines = [self._header(thread, frame, abi)]
         selected = thread.GetSelectedFrame().GetFrameID()
         start = initial.level
         shown = rows[:count] if count else rows
-        for fr, cfa, own, _trampoline in shown:
-            lines.append(frame_line(fr.level, fr, cfa, where_of(target, fr.pc, fr.level > start and not fr.interrupted),
-                                    selected=fr.level == selected, own_match=own,
-                                    initial_how="registers" if topmost else "LLDB's registers of frame #%d" % start))
+        for row in shown:
+            fr = row.frame
+            lines.append(frame_line(fr.level, row, stop, where_of(target, fr.pc, fr.level > start and not fr.interrupted),
+                                    selected=fr.level == selected))
             if opts.get("registers"):
                 lines.append(registers_line(abi, fr))
         if count and len(rows) > count:
