@@ -34,6 +34,7 @@ HELPER = REPO / "tests" / "gdb_frames.py"
 # Which GDB runs where: (toolchain whose environment runs it, program)
 GDBS = {
     "gdb13": ("host", "gdb"),
+    "gdb16": ("trixie", "gdb"),        # Debian 13's
     "gdb18": ("sid", "gdb"),
     "multiarch": ("sid", "gdb-multiarch"),
 }
@@ -322,6 +323,7 @@ class Qemu:
 NATIVE_CASES = (
     [("gdb13", "host", fx) for fx in STOPS]
     + [("gdb13", "trixie", fx) for fx in ("frames", "recurse", "signal", "threads", "dlopen", "realign")]
+    + [("gdb16", "trixie", fx) for fx in ("frames", "recurse", "signal", "threads", "dlopen", "realign")]
     + [("gdb18", "sid", fx) for fx in STOPS]
     + [("gdb18", "trixie", fx) for fx in ("frames", "dlopen")]
     + [("gdb18", "host", fx) for fx in ("frames", "signal")]
@@ -483,7 +485,7 @@ def check_verify(out, fixtures, steps_scale=1):
     return counts
 
 
-VERIFY_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+VERIFY_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb16", "trixie"), ("gdb18", "sid")]
 
 
 @pytest.mark.parametrize("gdb,toolchain", VERIFY_CASES, ids=["%s-%s" % c for c in VERIFY_CASES])
@@ -507,6 +509,7 @@ REGISTER_BASELINE = {
     ("gdb13", "trixie", "O0-fp"): (5184, 0), ("gdb13", "trixie", "O2-fp"): (4872, 0),
     ("gdb18", "sid", "O0-fp"): (5370, 0), ("gdb18", "sid", "O2-fp"): (4872, 0),
     ("gdb18", "host", "O2-nofp"): (4848, 0), ("gdb18", "trixie", "O2-nofp"): (4848, 0),
+    ("gdb16", "trixie", "O2-nofp"): (4848, 0), ("gdb16", "trixie", "O0-fp"): (5184, 0), ("gdb16", "trixie", "O2-fp"): (4872, 0),
     ("multiarch", "sid-aarch64", "O2-nofp"): (8390, 0), ("multiarch", "sid-s390x", "O2-nofp"): (13280, 0),
     ("multiarch", "sid-s390x", "O0-fp"): (14288, 0), ("multiarch", "sid-s390x", "O2-fp"): (13488, 0),
 }
@@ -550,7 +553,7 @@ def test_callee_saved_native(corpus, tmp_path, gdb, toolchain, variant):
     check_register_baseline((gdb, toolchain, variant), equal, missing)
 
 
-DEMO_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+DEMO_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb16", "trixie"), ("gdb18", "sid")]
 
 
 @pytest.mark.parametrize("gdb,toolchain", DEMO_CASES, ids=["%s-%s" % c for c in DEMO_CASES])
@@ -605,7 +608,7 @@ def test_verify_qemu(corpus, tmp_path, toolchain, variant):
 
 # -- core files -----------------------------------------------------------------------------------------
 
-CORE_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+CORE_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb16", "trixie"), ("gdb18", "sid")]
 
 
 @pytest.mark.parametrize("gdb,toolchain", CORE_CASES, ids=["%s-%s" % c for c in CORE_CASES])
@@ -681,7 +684,7 @@ def section_counts(path):
     return idx.header.version, idx.header.num_fdes, idx.header.num_fres, idx
 
 
-COMMAND_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid")]
+COMMAND_CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb16", "trixie"), ("gdb18", "sid")]
 
 
 @pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
@@ -764,7 +767,8 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
     cols = row[0][len(str(exe)):].split()
     assert cols[0] == str(version) and cols[1:4] == ["AMD64", "little-endian", str(nfdes)] and cols[4] == str(nfres)
     lo, hi = (int(x, 16) for x in cols[5].split("-"))
-    assert re.search(r"^\d+ other objfiles? without SFrame\.$", table[-1]), table
+    assert re.search(r"^\d+ other objfiles? without SFrame\.$", table[-2]), table
+    assert re.search(r"^SFrame unwinder: (active|idle)", table[-1]), table
 
     here = out.frames("here")
     pc_text = out.between("addr-pc", "addr-expr")

@@ -20,7 +20,7 @@ import toolchains as T
 from test_gdb import PLUGIN, STOPS, VERIFY_PLAN, Qemu, run_gdb
 
 # (GDB, toolchain): every toolchain that emits SFrame, under each GDB that can run its programs.
-CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb18", "sid"), ("gdb18", "trixie"), ("gdb18", "host"),
+CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb16", "trixie"), ("gdb18", "sid"), ("gdb18", "trixie"), ("gdb18", "host"),
          ("multiarch", "sid-aarch64"), ("multiarch", "sid-s390x")]
 
 # Lines that differ between two runs of the same program whatever the plugin does: process ids,
