@@ -60,12 +60,32 @@ def _find_pyelftools():
     return False
 
 
+def _readline_stub_safe():
+    """Import rlcompleter with `readline` hidden where LLDB's stand-in lacks set_completer.
+
+    LLDB 19 (Debian 13, Python 3.13) puts its `lldb_editline` module in sys.modules as readline,
+    without set_completer; rlcompleter then fails on import, and with it pdb, which pyelftools'
+    `construct` imports: reading any DWARF CFI (sframe bt through the C library) raised
+    AttributeError.  Without readline, rlcompleter imports as it does in a Python built without it."""
+    stub = sys.modules.get("readline")
+    if stub is None or hasattr(stub, "set_completer") or "rlcompleter" in sys.modules:
+        return
+    sys.modules["readline"] = None      # (`import readline` then raises ImportError)
+    try:
+        import rlcompleter  # noqa: F401
+    except Exception:
+        pass
+    finally:
+        sys.modules["readline"] = stub
+
+
 def __lldb_init_module(debugger, internal_dict):
     if __name__ != "sframekit.lldb_plugin":
         global __path__
         __path__ = []          # this copy's modules are sframekit.lldb_plugin.*, never loaded twice
         _as_sframekit().__lldb_init_module(debugger, internal_dict)
         return
+    _readline_stub_safe()
     if not _find_pyelftools():
         print("sframe: pyelftools is missing, the sframe commands are not loaded: " + INSTALL_HINT)
         return

@@ -43,7 +43,9 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 
 # name | debootstrap --include | packages installed afterwards with apt-get
 TRIXIE_INCLUDE="gcc,binutils,libc6-dev,gdb"
-TRIXIE_EXTRA=""
+# Debian 13's debuggers, the ones most Debian users have: GDB 16 (above) and LLDB 19; pyelftools
+# for the plugin inside them.
+TRIXIE_EXTRA="lldb-19 python3-lldb-19 python3-pyelftools"
 SID_INCLUDE="gcc,binutils,libc6-dev,gdb,python3"
 # LLDB 23 (scripted frame providers) in a root of its own: python3-lldb-NN packages of different
 # versions cannot be installed together.  Its programs are built in the sid root (same C library).

@@ -314,7 +314,7 @@ def _lldb_stop(exe, fixture, tag, extra=()):
             + list(extra) + ["script print('@@ end-%s')" % tag, "process kill", "target delete"])
 
 
-@pytest.mark.parametrize("lldb", [16, 21, 23])
+@pytest.mark.parametrize("lldb", [16, 19, 21, 23])
 def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
     """Programs stripped of debug information and CFI, in LLDB after the plugin's import: LLDB's
     own bt (every thread's) equals its bt of the unstripped program, PC and function, DRAP-realigned
@@ -323,8 +323,9 @@ def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
     from test_lldb import run_lldb
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
     (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
-    # (LLDB 16 runs on this machine: programs of its toolchain; 21 and 23 in the sid roots.)
-    toolchain = "host" if lldb == 16 else "sid"
+    # (LLDB 16 runs on this machine: programs of its toolchain; 19 in the trixie root, 21 and 23 in
+    # the sid roots.)
+    toolchain = {16: "host", 19: "trixie"}.get(lldb, "sid")
     # (gas before 2.46 writes no FDE for a DRAP-realigned function: nothing to unwind it by)
     fixtures = [fx for fx in LLDB_FIXTURES if toolchain == "sid" or fx != "realign"]
     lines, programs = [], {}
