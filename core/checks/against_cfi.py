@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..arch import abi as abimod
-from ..dwarf.rows import MISDECODED_REASON, Expr, cfa_rule, misdecoded, register_rule, shared_structs
+from ..dwarf.rows import MISDECODED_REASON, Expr, _parser_class, cfa_rule, misdecoded, register_rule, shared_structs
 from ..elf.image import SHT_NOBITS, ElfImage, load_elf, section_headers
 from ..errors import ElfError
 from ..sframe.decode import Section
@@ -128,9 +128,11 @@ def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[Cfi
                     sources.append((name, CallFrameInfo(io.BytesIO(data), len(data), addr, dwarf.structs,
                                                         for_eh_frame=eh).get_entries))
         else:
-            sources = [(name, entries) for name, has, entries in (
-                (".eh_frame", dwarf.has_EH_CFI, dwarf.EH_CFI_entries), (".debug_frame", dwarf.has_CFI, dwarf.CFI_entries))
-                if has()]
+            # pyelftools' own parser, reading DW_CFA_AARCH64_negate_ra_state (PAC) as the nop it is here
+            for name, sec, eh in ((".eh_frame", dwarf.eh_frame_sec, True), (".debug_frame", dwarf.debug_frame_sec, False)):
+                if sec is not None:
+                    sources.append((name, _parser_class()(sec.stream, sec.size, sec.address, dwarf.structs,
+                                                          for_eh_frame=eh).get_entries))
         out = []
         for name, entries in sources:
             try:

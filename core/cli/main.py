@@ -65,29 +65,39 @@ class UsageError(Exception):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Exit 0: every comparable rule agrees; 1: a disagreement; 2: a usage or file error."""
+    """Exit 0: every comparable rule agrees (with --registers: no wrong place); 1: a disagreement
+    (a wrong place); 2: a usage or file error."""
     import json
 
-    from ..checks.against_cfi import DISAGREE, check_file, failed, summary_lines
+    from ..checks import against_cfi, registers
+    check = registers.check_registers if args.registers else against_cfi.check_file
     try:
-        report = check_file(args.file, function=args.function)
+        report = check(args.file, function=args.function)
     except (ElfError, SFrameError, ImportError) as exc:
         print("sframe: %s" % exc, file=sys.stderr)
         return 2
     if args.json:
         json.dump(report.as_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
+    elif isinstance(report, registers.RegisterReport):
+        listed = report.wrong if args.max is None else report.wrong[:args.max]
+        for w in listed:
+            print(w)
+        if len(listed) < len(report.wrong):
+            print("(more wrong places not shown: --max %d)" % args.max)
+        print("\n".join(registers.summary_lines(report, top=args.top)))
     else:
         shown = 0
         for f in report.findings:
-            if args.max is not None and f.kind == DISAGREE and shown >= args.max:
+            if args.max is not None and f.kind == against_cfi.DISAGREE and shown >= args.max:
                 continue
-            shown += f.kind == DISAGREE
+            shown += f.kind == against_cfi.DISAGREE
             print(f)
-        if args.max is not None and shown < sum(f.kind == DISAGREE for f in report.findings):
+        if args.max is not None and shown < sum(f.kind == against_cfi.DISAGREE for f in report.findings):
             print("(more disagreements not shown: --max %d)" % args.max)
-        print("\n".join(summary_lines(report)))
-    return 1 if failed(report) else 0
+        print("\n".join(against_cfi.summary_lines(report)))
+    failed = report.wrong if isinstance(report, registers.RegisterReport) else against_cfi.failed(report)
+    return 1 if failed else 0
 
 
 def cmd_cfi(args: argparse.Namespace) -> int:
@@ -170,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--json", action="store_true", help="one JSON document instead of text")
     ck.add_argument("--function", metavar="NAME", help="only this function (as the findings name it)")
     ck.add_argument("--max", type=int, metavar="N", help="print at most N disagreements (all are counted)")
+    ck.add_argument("--registers", "-r", action="store_true",
+                    help="grade the callee-saved registers the function's code proves (what the unwinders show) "
+                    "against the CFI at every instruction: proved, unknown (with why), wrong; exit 1 on a wrong one")
+    ck.add_argument("--top", type=int, default=10, metavar="N",
+                    help="with --registers: list the N functions with most unknown places (default 10)")
     ck.set_defaults(func=cmd_check)
     cf = sub.add_parser("cfi", help="write the SFrame section out as DWARF CFI (.debug_frame) in a side file",
                         description="Write a separate debug file holding the program's SFrame as DWARF call-frame "

@@ -269,6 +269,8 @@ def _parser_class():
             try:
                 return super()._parse_instructions(structs, offset, end_offset)
             finally:
+                # get_entries goes on from the stream's position: the one the copy reached
+                stream.seek(self.stream.tell())
                 self.stream = stream
     _PARSER.append(Parser)
     return Parser

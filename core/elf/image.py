@@ -635,6 +635,26 @@ class ElfImage:
                                   addr_size=size))
         return out
 
+    def code_reader(self) -> Callable[[int, int], Optional[bytes]]:
+        """read(address, size) of the file's loaded bytes (its code), from its PT_LOAD segments
+        read once: what the save-slot analysis of every function needs, without a read per call."""
+        spans = []
+        with open(self.path, "rb") as fh:
+            for start, _memsz, offset, filesz in self.loads:
+                fh.seek(offset)
+                spans.append((start, fh.read(filesz)))
+        spans.sort()
+        starts = [s for s, _data in spans]
+
+        def read(addr: int, size: int) -> Optional[bytes]:
+            k = bisect.bisect_right(starts, addr) - 1
+            if k < 0:
+                return None
+            start, data = spans[k]
+            lo = addr - start
+            return data[lo:lo + size] if 0 <= lo and lo + size <= len(data) else None
+        return read
+
     def file_bytes(self, vaddr: int, size: int) -> Optional[bytes]:
         """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments (a
         relocatable file's sections, as placed, unrelocated), or None."""

@@ -23,7 +23,6 @@ and debug sections refer to it): allocated sections become SHT_NOBITS (notes kee
 debug sections and the symbol table are copied, the others become SHT_NULL.
 """
 
-import bisect
 import os
 import struct
 from dataclasses import dataclass
@@ -134,27 +133,6 @@ def _uncovered(image: ElfImage) -> Optional[Callable[[int, int], bool]]:
     return keep
 
 
-def _code_reader(path: str, image: ElfImage) -> Callable[[int, int], Optional[bytes]]:
-    """read(address, size) of the program's code, from its executable segments read once (the
-    analysis reads every function's code)."""
-    spans = []
-    with open(path, "rb") as fh:
-        for start, _memsz, offset, filesz in image.loads:
-            fh.seek(offset)
-            spans.append((start, fh.read(filesz)))
-    spans.sort()
-    starts = [s for s, _data in spans]
-
-    def read(addr: int, size: int) -> Optional[bytes]:
-        k = bisect.bisect_right(starts, addr) - 1
-        if k < 0:
-            return None
-        start, data = spans[k]
-        lo = addr - start
-        return data[lo:lo + size] if lo + size <= len(data) else None
-    return read
-
-
 def _entry(image: ElfImage, index: SFrameIndex, keep) -> Tuple[Tuple[int, int], ...]:
     """The program's entry function as the outermost frame, where neither SFrame nor the
     program's CFI covers it (an executable's `_start` comes from crt1.o, which has no SFrame)."""
@@ -182,7 +160,7 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
         raise ElfError("%s: its SFrame section is for %s, the file for %s" % (program, abimod.info(index.abi).name, abi.name))
     keep = None if all_functions else _uncovered(image)
     total = len(index)
-    written = debug_frame(index, _code_reader(program, image) if callee_saved else None, symbolize=image.symbolize,
+    written = debug_frame(index, image.code_reader() if callee_saved else None, symbolize=image.symbolize,
                           address_size=8 if prog.elfclass == 64 else 4, keep=keep, base=len(prog.frame),
                           outermost=_entry(image, index, keep))
     data = _assemble(prog, prog.frame + written.data)

@@ -21,16 +21,16 @@ Results are cached per function (the index's `saves` cache) and per FRE.
 
 import bisect
 import re
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..arch import abi as abimod
 from ..sframe import format as F
 from ..sframe.index import Match
 from .flow_analyser import A64Function, S390Function
-from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, unknown
+from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, function_code, unknown
 from .x86 import X86Function
 
-__all__ = ["at", "plan", "Plan", "Save", "SaveKind", "UNCHANGED", "CodeReader", "Symbolize"]
+__all__ = ["at", "plan", "table", "instruction_starts", "Plan", "Save", "SaveKind", "UNCHANGED", "CodeReader", "Symbolize"]
 
 CACHE_LIMIT = 1024
 
@@ -119,6 +119,21 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
     return out
 
 
+def instruction_starts(abi: abimod.ABIInfo, index, fde, read_code: CodeReader) -> Optional[List[int]]:
+    """The addresses of the function's instructions (as its analyser measures them: the one the
+    analysis used, if it ran), or None where they cannot be told (code unreadable or undecodable,
+    no analyser for the ABI)."""
+    func = index.saves.get(fde.start)
+    starts = getattr(func, "starts", None)
+    if starts:
+        return list(starts)
+    analyser = _ANALYSERS.get(abi.sframe_abi)
+    if analyser is None or fde.size > MAX_FUNCTION_SIZE:
+        return None
+    code = function_code(fde, read_code)
+    return None if code is None else analyser.instruction_starts(abi, code, fde.start)
+
+
 class _Entry(NamedTuple):
     """A stand-in match at a function's entry, for a function without rows there."""
     fde: object
@@ -165,5 +180,5 @@ def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Op
     return got
 
 
-_ANALYSERS = {abimod.AMD64.sframe_abi: X86Function, abimod.AARCH64_LE.sframe_abi: A64Function,
+_ANALYSERS: Dict[int, Any] = {abimod.AMD64.sframe_abi: X86Function, abimod.AARCH64_LE.sframe_abi: A64Function,
               abimod.AARCH64_BE.sframe_abi: A64Function, abimod.S390X.sframe_abi: S390Function}

@@ -12,8 +12,15 @@ from .save import UNCHANGED, Plan, Save, SaveKind, fp_offset, function_code, sp_
 class FlowFunction:
     """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
 
-    def decode(self, code: bytes, start: int) -> Optional[List[flow.Op]]:
+    @staticmethod
+    def decode(abi, code: bytes, start: int) -> Optional[List[flow.Op]]:
         raise NotImplementedError
+
+    @classmethod
+    def instruction_starts(cls, abi, code: bytes, start: int) -> Optional[List[int]]:
+        """The addresses of the instructions of `code` (at `start`), or None."""
+        ops = cls.decode(abi, code, start)
+        return [op.addr for op in ops] if ops else None
 
     def __init__(self, abi, index, fde, read_code):
         self.abi = abi
@@ -28,7 +35,7 @@ class FlowFunction:
             self.failed = "the function's code at %#x cannot be read" % fde.start
             self.unreadable = True
             return
-        ops = self.decode(code, fde.start)
+        ops = self.decode(abi, code, fde.start)
         if not ops:
             self.failed = "the function's size is not whole instructions"
             return
@@ -82,11 +89,12 @@ class FlowFunction:
 
 
 class A64Function(FlowFunction):
-    def decode(self, code, start):
+    @staticmethod
+    def decode(abi, code, start):
         return a64insn.words(code, start)
 
 
 class S390Function(FlowFunction):
-    def decode(self, code, start):
-        abi = self.abi
+    @staticmethod
+    def decode(abi, code, start):
         return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n))

@@ -75,6 +75,19 @@ class X86Function:
         self._other_saves(insns, in_run)
         self._unsaved_writes(insns)
 
+    @staticmethod
+    def instruction_starts(abi, code: bytes, start: int) -> Optional[List[int]]:
+        """The addresses of the instructions of `code` (at `start`), or None where one cannot be
+        decoded or the last runs past the end."""
+        out, pos = [], 0
+        while pos < len(code):
+            ins = X.decode(code, pos, start + pos)
+            if ins is None:
+                return None
+            out.append(ins.addr)
+            pos += ins.length
+        return out if pos == len(code) else None
+
     def _measure(self, code) -> Optional[List[X.Insn]]:
         """The function's instructions, each FRE starting at one; None (and `failed`) otherwise."""
         fde = self.fde
@@ -91,6 +104,7 @@ class X86Function:
             self.failed = "the last instruction runs past the function's end"
             return None
         self.ends = {i.addr + i.length: k for k, i in enumerate(insns)}
+        self.starts = [i.addr for i in insns]
         self.rows = self.index.rows(fde)
         if self.rows and self._lazy_plt0(insns):
             self.plt0 = True

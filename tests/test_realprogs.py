@@ -1,0 +1,60 @@
+"""The save-slot analysis on real programs (tests/realprogs.py: Lua and zstd from Debian's source
+packages, built with every toolchain at test time), graded against the compiler's DWARF CFI at
+every instruction by `sframe check --registers`.
+
+No wrong place on any of them, ever (the first rule).  The unknown places are held to what is
+measured here, both ways: more is a regression, fewer means the baseline is to be lowered (and
+the note of the change says by how much).  Issue 28's target is 99.9 % proved everywhere; the
+baseline says where each build stands.
+"""
+
+import pytest
+import realprogs as RP
+import toolchains as T
+
+from sframekit.core.checks.registers import Verdict, check_registers, summary_lines
+
+# (toolchain, program) -> (places compared, unknown places)
+BASELINE = {
+    ("host", "lua"): (230650, 65),   # 99.972 % proved
+    ("host", "zstd"): (841345, 45),   # 99.995 % proved
+    ("trixie", "lua"): (235100, 75),   # 99.968 % proved
+    ("trixie", "zstd"): (849775, 4470),   # 99.474 % proved
+    ("sid", "lua"): (234770, 53764),   # 77.099 % proved
+    ("sid", "zstd"): (852140, 359353),   # 57.829 % proved
+    ("sid-aarch64", "lua"): (434950, 43231),   # 90.061 % proved
+    ("sid-aarch64", "zstd"): (1468310, 38854),   # 97.354 % proved
+    ("sid-s390x", "lua"): (655125, 46728),   # 92.867 % proved
+    ("sid-s390x", "zstd"): (2704800, 237242),   # 91.229 % proved
+}
+
+
+@pytest.fixture(scope="module", params=[(tc, p) for tc in T.TOOLCHAINS for p in RP.PROGRAMS],
+                ids=lambda k: "%s-%s" % k)
+def program(request, roots):
+    tc, name = request.param
+    return tc, name, RP.build(tc, name)
+
+
+def test_program_runs(program):
+    """The build is a working program (under qemu-user for the cross toolchains)."""
+    tc, name, exe = program
+    argv = {"lua": ["-e", "print(string.format('%d', 6 * 7))"], "zstd": ["-V"]}[name]
+    p = T.run_program(tc, exe, argv, binds=[exe.parent])
+    assert p.returncode == 0 and ("42" if name == "lua" else "Zstandard") in p.stdout + p.stderr, p
+
+
+def test_registers_against_the_cfi(program):
+    tc, name, exe = program
+    report = check_registers(str(exe))
+    print("\n".join(summary_lines(report, top=5)))
+    t = report.totals()
+    assert not report.wrong, "\n".join(map(str, report.wrong[:40]))
+    compared = t[Verdict.PROVED] + t[Verdict.UNKNOWN]
+    places, unknown = BASELINE[(tc, name)]
+    assert abs(compared - places) <= places // 100, (compared, places)
+    noise = max(5, unknown // 50)
+    assert t[Verdict.UNKNOWN] <= unknown + noise, "more unknown places than measured: %d, baseline %d" % (
+        t[Verdict.UNKNOWN], unknown)
+    assert t[Verdict.UNKNOWN] >= unknown - noise, "fewer unknown places than measured: %d, baseline %d: lower it" % (
+        t[Verdict.UNKNOWN], unknown)
