@@ -12,6 +12,12 @@ and with it sourced, each the best of 7 in its GDB, the two GDBs taking turns fo
 2. mixed: the program has also loaded a library with SFrame and no CFI (not on the stacks), so
    the plugin is active and must decline every frame of the CFI modules (target <= 1.2).
 
+Two GDB processes differ by more than the plugin (heap, layout): on this 2-core VM the best of 7 of
+`bt` moves by 10-20 % between two runs of the same GDB.  So the plugin's GDB also times pairs in
+itself (`bench-pair`): the plugin's unwinder taken out of GDB's list, then put back (the order
+alternates), the ratio per pair, the median of 9 pairs per run: what the unwinder costs per frame
+with everything else equal.
+
 GDB 13 is the host's, GDB 16 the trixie root's, GDB 18 the sid root's; each runs the program built
 by its own toolchain.
 """
@@ -111,7 +117,47 @@ class Time(gdb.Command):
         gdb.write("FRAMES %s %d\n" % (label, _walk()))
 
 Time()
+
+
+def _set_present(ours, present):
+    for u in ours:
+        if present and u not in gdb.frame_unwinders:
+            gdb.frame_unwinders.insert(0, u)
+        elif not present and u in gdb.frame_unwinders:
+            gdb.frame_unwinders.remove(u)
+
+
+class Pair(gdb.Command):
+    """bench-pair N: N pairs of timings in this one GDB, the plugin's unwinder taken out of GDB's
+    list for one and in it for the other (which first alternates): the same process, heap and
+    caches on both sides, so that only what the unwinder costs per frame differs.  Prints the
+    median of the N ratios."""
+
+    def __init__(self):
+        super().__init__("bench-pair", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        ours = [u for u in gdb.frame_unwinders if getattr(u, "name", "") == "sframe"]
+        ratios = {"bt": [], "walk": []}
+        for i in range(int(arg)):
+            for what, fn in (("bt", _bt), ("walk", _walk)):
+                t = {}
+                for present in ((False, True) if i % 2 == 0 else (True, False)):
+                    _set_present(ours, present)
+                    _flush()
+                    start = time.perf_counter()
+                    fn()
+                    t[present] = time.perf_counter() - start
+                ratios[what].append(t[True] / t[False])
+        _set_present(ours, True)
+        for what, r in ratios.items():
+            r.sort()
+            gdb.write("PAIR %s %.4f %d\n" % (what, r[len(r) // 2], len(ours)))
+
+Pair()
 '''
+
+PAIRS = 9      # pairs per GDB run of the paired measurement
 
 GDBS = {"gdb13": None, "gdb16": "trixie", "gdb18": "sid"}
 
@@ -138,7 +184,8 @@ def measure(root, work, plugin, threads, depth, lib):
         lines.append("source %s" % (REPO / "sframe_gdb.py"))
     args = "%d %d%s" % (threads, depth, " %s" % (work / lib) if lib else "")
     lines += ["file %s" % (work / "prog"), "break ready", "run %s" % args,
-              "bench-time %s 7" % ("plugin" if plugin else "none")] + (["info sframe"] if plugin else []) + ["kill"]
+              "bench-time %s 7" % ("plugin" if plugin else "none")] + \
+        (["bench-pair %d" % PAIRS, "info sframe"] if plugin else []) + ["kill"]
     (work / "cmds").write_text("\n".join(lines) + "\n")
     out = _run(root, ["gdb", "-nx", "-batch", "-x", str(work / "cmds")], work).stdout
     times = {m.group(1).split("-", 1)[1]: float(m.group(2)) for m in re.finditer(r"^TIME (\S+) (\S+)$", out, re.M)}
@@ -146,7 +193,10 @@ def measure(root, work, plugin, threads, depth, lib):
     if len(times) != 2 or frames is None:
         raise SystemExit("the benchmark did not run:\n" + out[-3000:])
     state = re.search(r"^SFrame unwinder: (\w+)", out, re.M)
-    return times, int(frames.group(1)), state.group(1) if state else "-"
+    pairs = {m.group(1): float(m.group(2)) for m in re.finditer(r"^PAIR (\S+) (\S+) 1$", out, re.M)}
+    if plugin and len(pairs) != 2:
+        raise SystemExit("the paired benchmark did not run:\n" + out[-3000:])
+    return times, int(frames.group(1)), state.group(1) if state else "-", pairs
 
 
 def main():
@@ -165,14 +215,17 @@ def main():
             for case, lib in (("all-CFI", None), ("mixed", "libsf.so")):
                 best = {}
                 frames = {}
+                paired: dict = {}
                 state = "-"
                 for _ in range(args.rounds):
                     for plugin in (False, True):
-                        times, n, st = measure(root, work, plugin, args.threads, args.depth, lib)
+                        times, n, st, got = measure(root, work, plugin, args.threads, args.depth, lib)
                         key = "plugin" if plugin else "none"
                         frames[key] = n
                         if plugin:
                             state = st
+                            for what, r in got.items():
+                                paired.setdefault(what, []).append(r)
                         for what, t in times.items():
                             best[(key, what)] = min(t, best.get((key, what), t))
                 target = 1.03 if lib is None else 1.2
@@ -184,6 +237,10 @@ def main():
                           % (what, none, plugin, plugin / none, target,
                              "" if frames["plugin"] == frames["none"] else "  !! %d frames with the plugin"
                              % frames["plugin"]))
+                print("  paired in one GDB (the unwinder out of GDB's list, then in; median of %d pairs per run, "
+                      "runs: %s): bt %s, walk %s (target <= %.2f)" % (
+                          PAIRS, args.rounds, " ".join("%.3f" % r for r in paired["bt"]),
+                          " ".join("%.3f" % r for r in paired["walk"]), target))
         finally:
             shutil.rmtree(work)
 

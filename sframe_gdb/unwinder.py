@@ -68,6 +68,8 @@ _new_answer = tuple.__new__
 
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2
+_DWARF_COVERS = "left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)"
+_PENDING_PC = hasattr(gdb.PendingFrame, "pc")     # GDB 14+: PendingFrame.pc()
 _FRESH = 1 << 62          # SFrameUnwinder._seen before any level: the next call starts an unwind
 
 
@@ -273,10 +275,14 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self.plugin.log("frame #%s: declined after an %s" % (level, why))
             return None
 
-    def _decline(self, level, pc, why, always=False):
+    def _decline(self, level, pc, why, always=False, detail=None):
         """Leave the frame to GDB's other unwinders, and say why under `set debug sframe on`
-        (`always`: an anomaly worth a line in the debug log whenever it happens)."""
+        (`always`: an anomaly worth a line in the debug log whenever it happens).  `detail`, if
+        given, is put into `why` (`why % detail`) only when the line is written: the common
+        declines of a mixed program pay no formatting."""
         self._note(level, DECLINED, pc or 0)
+        if (always or self.plugin.debug) and detail is not None:
+            why = why % (detail,)
         if always:
             self.problems[level] = (pc, why)
         if always or self.plugin.debug:
@@ -300,13 +306,15 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         arch = self._arch(pf)
         if arch is None:
             return self._decline(level, None, "architecture %s not supported" % pf.architecture().name())
-        pc = int(pf.read_register(arch.pc)) & MASK64
+        # GDB 14+ gives the PC itself: the one it computes for its own sniffers anyway (cached),
+        # where reading the register makes a gdb.Value through the callee's unwinder each time.
+        pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(arch.pc))) & MASK64
         if plugin.mode is Mode.AUTO:
             # The common case of mode auto, at the cost of one dict look-up: CFI covers both the
             # PC and PC - 1, so GDB's DWARF unwinder takes the frame whatever its kind.
             cfi = self._cfi_both.get(pc)
             if cfi is not None and self.dwarf_enabled():
-                return self._decline(level, pc, "left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)" % cfi)
+                return self._decline(level, pc, _DWARF_COVERS, detail=cfi)
         self._inferior = gdb.selected_inferior()
         verdict = self._verdict(ms, arch, level, pc, None)
         if isinstance(verdict[0], str):
@@ -352,7 +360,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if verdict is None:
             cfi = self._cfi_both.get(pc) if self.plugin.mode is Mode.AUTO else None
             if cfi is not None and self.dwarf_enabled():
-                verdict = ("left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)" % cfi, False)
+                verdict = (_DWARF_COVERS % (cfi,), False)
             else:
                 verdict = self._verdict(ms, arch, level, pc, False)
                 if not isinstance(verdict[0], str) and verdict[1] is not abi:
