@@ -2,7 +2,7 @@
 share: the longrun program's call chains, the debugger's resident memory, and each phase's figures
 with the one LONGRUN line that tests/test_reliability.py parses:
 
-  LONGRUN phase=P stops=N bad=B addresses=A rss_warm=KiB rss_max=KiB rss_end=KiB ms_per_stop=T
+  LONGRUN phase=P stops=N bad=B addresses=A rss_warm=KiB rss_mid=KiB rss_max=KiB rss_end=KiB ms_per_stop=T
 """
 
 STOP_CHAIN = ("stop_here", "chain_b", "chain_a", "one_round", "main")
@@ -20,14 +20,15 @@ def rss_kib():
 
 
 class Phase:
-    """The figures of one phase: memory sampled from the end of the warm-up (its first tenth)."""
+    """The figures of one phase: memory sampled from the end of the warm-up (its first tenth), at
+    half way, and at the end."""
 
     def __init__(self, name, expected):
         self.name = name
         self.expected = expected
         self.stops = self.bad = 0
         self.addresses = set()
-        self.warm = self.max = self.end = 0
+        self.warm = self.mid = self.max = self.end = 0
         self.seconds = 0.0
         self.first_bad = None
 
@@ -42,12 +43,15 @@ class Phase:
         rss = rss_kib()
         if self.stops == max(self.expected // 10, 1):
             self.warm = rss
+        if self.stops == max(self.expected // 2, 1):
+            self.mid = rss
         if self.warm:
             self.max = max(self.max, rss)
         self.end = rss
         self.seconds += seconds
 
     def line(self):
-        return "LONGRUN phase=%s stops=%d bad=%d addresses=%d rss_warm=%d rss_max=%d rss_end=%d ms_per_stop=%.2f%s" % (
-            self.name, self.stops, self.bad, len(self.addresses), self.warm, self.max, self.end,
-            1e3 * self.seconds / max(self.stops, 1), " first_bad=%s" % self.first_bad if self.first_bad else "")
+        return "LONGRUN phase=%s stops=%d bad=%d addresses=%d rss_warm=%d rss_mid=%d rss_max=%d rss_end=%d " \
+            "ms_per_stop=%.2f%s" % (
+                self.name, self.stops, self.bad, len(self.addresses), self.warm, self.mid, self.max, self.end,
+                1e3 * self.seconds / max(self.stops, 1), " first_bad=%s" % self.first_bad if self.first_bad else "")

@@ -241,8 +241,11 @@ def command_holding(prog):
     """`sframe backtrace -p` of a spinning program, started and given time to hold it (its state
     "t": stopped by a tracer) and to be half way through its stack."""
     assert prog.readline() == "live: ready"
+    # SIGINT as from a terminal: a test run started in the background by a shell without job
+    # control ignores SIGINT, its children inherit that, and an ignored SIGINT rightly stays so.
     cmd = subprocess.Popen([sys.executable, str(CLI), "backtrace", "-p", str(prog.pid)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+                           stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     end = time.monotonic() + 30
     while prog.state() != "t" and time.monotonic() < end and cmd.poll() is None:
         time.sleep(0.005)

@@ -340,16 +340,20 @@ def check_long_run(figures):
     for phase, want in (("stops", LONG_STOPS), ("loads", LONG_LOADS)):
         f = figures[phase]
         assert int(f["stops"]) == want and int(f["bad"]) == 0, (phase, f)
-        warm, top = int(f["rss_warm"]), int(f["rss_max"])
-        assert warm and top <= warm * 1.10, (phase, f)
+        # A leak grows with the stops: the second half adds as much as the first.  The debugger's
+        # resident memory also moves by itself (GDB 18's peaks 4-10 % above the warm-up and falls
+        # back), so the test holds the trend (second half within 5 % of the warm-up: a leak of
+        # 1 KiB per stop fails it) and the peak loosely.
+        warm, mid, end, top = (int(f[k]) for k in ("rss_warm", "rss_mid", "rss_end", "rss_max"))
+        assert warm and mid and end - mid <= warm * 0.05 and top <= warm * 1.15, (phase, f)
     assert int(figures["loads"]["addresses"]) >= 4, figures       # the library moved
 
 
 @pytest.mark.parametrize("gdb,tc", (("gdb13", "host"), ("gdb18", "sid")))
 def test_long_session_gdb(roots, tmp_path, gdb, tc):
     """10,000 stops with `bt`, then the library dlopen'ed and dlclose'd 1,000 times at changing
-    addresses: every backtrace right (no stale index by address), GDB's resident memory after
-    the warm-up within 10%.  The figures are printed (pytest -s)."""
+    addresses: every backtrace right (no stale index by address), GDB's resident memory not
+    growing with the stops after the warm-up.  The figures are printed (pytest -s)."""
     figures = long_run(gdb, tc, tmp_path, LONG_STOPS, LONG_LOADS)
     print("long session %s: %s" % (gdb, figures))
     check_long_run(figures)
