@@ -170,8 +170,8 @@ class _Function:
         self.row_pcs = [r["pc"] for r in cfi_rows]
 
     def ours_at(self, pc):
-        k = bisect.bisect_right(self.our_pcs, pc) - 1
-        return self.ours[max(k, 0)][1], k
+        k = max(bisect.bisect_right(self.our_pcs, pc) - 1, 0)
+        return self.ours[k][1], k
 
     def row_at(self, pc):
         k = bisect.bisect_right(self.row_pcs, pc) - 1
@@ -184,7 +184,7 @@ class _Function:
         return rule, kind
 
     def verdict(self, pc, reg) -> Tuple[str, str, Optional[Rule], str]:
-        """(verdict, why unknown or what the CFI says, the CFI's rule, its pyelftools kind)."""
+        """(verdict, why it is unknown (else ""), the CFI's rule, its pyelftools kind)."""
         saves, k = self.ours_at(pc)
         save = saves.get(reg)
         row, j = self.row_at(pc)
