@@ -7,7 +7,7 @@ mirror), and unpacked under the cache directory; nothing is committed.  Each pro
 with each toolchain as a user building it for debugging without DWARF CFI would:
 `-O2 -fomit-frame-pointer -g -Wa,--gsframe`, the compiler run in the toolchain's root.  Builds
 are cached under the cache directory too, keyed by the toolchain's compiler version, the flags and
-the recipe, so a second run (and CI, which reuses the cache) only links nothing anew.
+the recipe, so a second run (and CI, which reuses the cache) builds nothing anew.
 
     python3 tests/realprogs.py [TOOLCHAIN ...]     # build them all, print where they are
 """
