@@ -253,6 +253,11 @@ class _Ctx:
     def word(self, addr):
         return int.from_bytes(self.read_exact(addr, self.abi.ptr_size), self.order)
 
+    def word_or_none(self, addr):
+        """The word at addr, or None if it cannot be read (`word` stops the walk instead)."""
+        data = self.fetch(addr, self.abi.ptr_size)
+        return None if data is None else int.from_bytes(data, self.order)
+
     def reg(self, regnum, what):
         """A register's value for a rule; only SP and FP are trusted outside the topmost frame."""
         abi = self.abi
@@ -406,8 +411,7 @@ def _cfi_value(ctx, rule, cfa, reg):
         return None
     k = rule.kind
     if k is RuleKind.AT_CFA:
-        data = ctx.fetch(cfa + rule.offset, ctx.abi.ptr_size)
-        return None if data is None else int.from_bytes(data, ctx.order)
+        return ctx.word_or_none(cfa + rule.offset)
     if k is RuleKind.CFA_PLUS:
         return (cfa + rule.offset) & MASK64
     if k is RuleKind.UNCHANGED:
@@ -418,8 +422,7 @@ def _cfi_value(ctx, rule, cfa, reg):
             return None
         if not rule.deref:
             return (base + rule.offset) & MASK64
-        data = ctx.fetch((base + rule.offset) & MASK64, ctx.abi.ptr_size)
-        return None if data is None else int.from_bytes(data, ctx.order)
+        return ctx.word_or_none(base + rule.offset)
     return None
 
 
