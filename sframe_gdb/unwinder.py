@@ -126,26 +126,17 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._sframe_only = None
 
     def _idle_now(self):
-        """Can no frame of this unwind be this unwinder's?  In mode auto, when GDB's DWARF
-        unwinders are on and DWARF CFI covers every function that has SFrame: GDB's DWARF unwinder
-        takes every such frame, so each call declines at once and costs nothing (an ordinary
-        program with SFrame beside its CFI).  Asked at each unwind's first frame: GDB announces no
-        change of its DWARF unwinders, and a script may turn them off just before `bt`."""
-        plugin = self.plugin
-        if plugin.mode is not Mode.AUTO:
-            return False
-        ms = plugin.tracker.current()
-        if ms is None:
-            return True
-        if self._sframe_only is None:
-            self._sframe_only = ms.sframe_only()
-        if self._sframe_only:
-            return False
-        self._dwarf = None
-        return bool(self.dwarf_enabled())
+        """Can no frame of this unwind be this unwinder's?  Asked at each unwind's first frame:
+        GDB announces no change of its DWARF unwinders, and a script may turn them off just
+        before `bt`.  The functions only SFrame describes are worked out once per set of objfiles."""
+        return not self.activity(again=False)[0]
 
-    def activity(self):
-        """(active?, why) for `info sframe`: the same decision, made now."""
+    def activity(self, again=True):
+        """(active?, why) for `info sframe` and for each unwind.  In mode auto the unwinder idles
+        when GDB's DWARF unwinders are on and DWARF CFI covers every function that has SFrame:
+        GDB's DWARF unwinder takes every such frame, so each call declines at once and costs
+        nothing (an ordinary program with SFrame beside its CFI).  `again`: work out anew which
+        functions only SFrame describes."""
         plugin = self.plugin
         if plugin.mode is Mode.OFF:
             return False, "set sframe off"
@@ -154,7 +145,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         ms = plugin.tracker.current()
         if ms is None:
             return False, "no loaded objfile has SFrame"
-        self._sframe_only = ms.sframe_only()
+        if again or self._sframe_only is None:
+            self._sframe_only = ms.sframe_only()
         if self._sframe_only:
             return True, "mode auto: SFrame alone describes %s" % ", ".join(
                 "%d function%s of %s" % (n, "" if n == 1 else "s", m.path) for m, n in self._sframe_only)
