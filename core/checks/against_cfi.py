@@ -152,6 +152,23 @@ def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[Cfi
         return load_elf(path, load, "DWARF CFI")
 
 
+def by_start_of(cfis: List[CfiFunction]) -> Tuple[Dict[int, CfiFunction], List[int]]:
+    """The CFI FDEs by start address (the first of equal ones), and the starts in order."""
+    by_start: Dict[int, CfiFunction] = {}
+    for c in cfis:
+        by_start.setdefault(c.lo, c)
+    return by_start, sorted(by_start)
+
+
+def covering(by_start: Dict[int, CfiFunction], starts: List[int], pc: int) -> Optional[CfiFunction]:
+    """The CFI FDE that starts at pc, or else the one whose range holds it, or None."""
+    i = bisect.bisect_right(starts, pc) - 1
+    if i < 0:
+        return None
+    c = by_start[starts[i]]
+    return c if c.lo == pc or c.hi > pc else None
+
+
 def _cfi_rules(row: dict, abi: abimod.ABIInfo, expr: Expr, pc: int) -> Tuple[Dict[str, Optional[Rule]], Dict[str, str]]:
     """The CFA, RA and FP rules of one CFI row as core.sframe.rules Rules ({what: Rule or None}), and
     for those that cannot be put so, why."""
@@ -248,27 +265,20 @@ def check_file(path: str, function: Optional[str] = None) -> Report:
     if structs is None or not cfis:
         raise ElfError("%s: no DWARF CFI (.eh_frame or .debug_frame) to check the SFrame section against" % path)
     expr = Expr(structs, abi)
-    by_start: Dict[int, CfiFunction] = {}
-    for c in cfis:
-        by_start.setdefault(c.lo, c)
-    starts = sorted(by_start)
+    by_start, starts = by_start_of(cfis)
     matched = set()
     decoded = sec.check_all()
     tiles = _tilings(decoded, by_start, starts)
     for fde, fres in decoded:
-        name = _name(img, fde.start)
+        name = function_name(img, fde.start)
         if function is not None and name != function:
             continue
         report.covered_bytes += fde.size
         col = _Collector(report, name)
-        cfi = by_start.get(fde.start)
+        cfi = covering(by_start, starts, fde.start)
         if cfi is None:
-            i = bisect.bisect_right(starts, fde.start) - 1
-            holder = by_start[starts[i]] if i >= 0 and by_start[starts[i]].hi > fde.start else None
-            if holder is None:
-                report.findings.append(Finding(FDE_WITHOUT_CFI, name, fde.start, fde.end))
-                continue
-            cfi = holder
+            report.findings.append(Finding(FDE_WITHOUT_CFI, name, fde.start, fde.end))
+            continue
         matched.add(cfi.lo)
         if (cfi.lo, cfi.hi) != (fde.start, fde.end) and not tiles.get(cfi.lo):
             report.findings.append(Finding(RANGE_DIFFERS, name, fde.start, fde.end, "",
@@ -300,7 +310,7 @@ def check_file(path: str, function: Optional[str] = None) -> Report:
             _compare_at(col, abi, expr, a, b, rules, _row_at(rows, pcs, a))
     for c in cfis:
         if c.lo not in matched and c.hi > c.lo:
-            name = _name(img, c.lo)
+            name = function_name(img, c.lo)
             if function is None or name == function:
                 report.findings.append(Finding(CFI_WITHOUT_FDE, name, c.lo, c.hi))
     return report
@@ -323,7 +333,7 @@ def _tilings(decoded, by_start, starts) -> Dict[int, bool]:
     return out
 
 
-def _name(img: ElfImage, addr: int) -> str:
+def function_name(img: ElfImage, addr: int) -> str:
     s = img.symbolize(addr)
     if s is None:
         return "%#x" % addr

@@ -34,7 +34,7 @@ from ..saves import analysis as S
 from ..sframe.format import PCType
 from ..sframe.index import SFrameIndex
 from ..sframe.rules import Rule, RuleKind
-from .against_cfi import CfiFunction, cfi_functions
+from .against_cfi import by_start_of, cfi_functions, covering, function_name
 
 
 class Verdict:
@@ -247,22 +247,17 @@ def check_registers(path: str, function: Optional[str] = None, limit_wrong: int 
     for r in regs:
         report.per_register[names[r]] = Counter()
     read = img.code_reader()
-    by_start: Dict[int, CfiFunction] = {}
-    for c in cfis:
-        by_start.setdefault(c.lo, c)
-    starts = sorted(by_start)
+    by_start, starts = by_start_of(cfis)
     with shared_structs():
         expr = Expr(structs, abi)
         for fde in index.section.fdes():
-            found = img.symbolize(fde.start)
-            name = "%#x" % fde.start if found is None else found[0] if not found[1] else "%s+%#x" % found
+            name = function_name(img, fde.start)
             if function is not None and name != function:
                 continue
             if fde.pc_type is PCType.MASK:
                 report.not_compared["a PLT FDE (repeating pattern): no callee-saved registers to check"] += 1
                 continue
-            i = bisect.bisect_right(starts, fde.start) - 1
-            cfi = by_start[starts[i]] if i >= 0 and by_start[starts[i]].hi > fde.start else None
+            cfi = covering(by_start, starts, fde.start)
             if cfi is None:
                 report.not_compared["no DWARF CFI covers the function"] += 1
                 continue
