@@ -138,7 +138,8 @@ class Arch:
 
 class _Values(dict):
     """int -> gdb.Value of a register-sized type: made on first use, then shared (return addresses,
-    function starts and unchanged registers recur frame after frame).  Bounded."""
+    function starts and unchanged registers recur frame after frame).  Bounded, and emptied when the
+    inferior runs on (SFrameUnwinder.resumed)."""
     LIMIT = 8192
 
     def __init__(self, word, order):

@@ -67,7 +67,8 @@ class Plugin:
         self.tracker.connect()
         self.tracker.scan()
         gdb.unwinder.register_unwinder(None, self.unwinder, replace=True)
-        for name in ("cont", "memory_changed", "register_changed", "new_thread", "exited"):
+        gdb.events.cont.connect(self.unwinder.resumed)
+        for name in ("memory_changed", "register_changed", "new_thread", "exited"):
             registry = getattr(gdb.events, name, None)
             if registry is not None:
                 registry.connect(self.unwinder.reset)

@@ -105,6 +105,15 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._tramp = {}
         self._seen = _FRESH
 
+    def resumed(self, *_):
+        """The inferior runs on: forget this unwind, and the register-sized values made for its
+        stack (kept, they would fill the cache with the SPs and counters of stops long gone: 8,192
+        gdb.Values, some 3 MB of GDB's memory)."""
+        self.reset()
+        for arch in self._arches.values():
+            if arch:
+                arch.values.clear()
+
     def _new_unwind(self):
         self._levels = {}
         self._ahead = {}

@@ -7,7 +7,7 @@ unwound by the SFrame plugin; the library is dlopen'ed and dlclose'd again and a
 addresses each time.  GDB's resident memory is sampled once the first tenth of each phase (the
 warm-up) is done, and then at every stop.  One line of figures at the end:
 
-  LONGRUN phase=P stops=N bad=B addresses=A rss_warm=KiB rss_mid=KiB rss_max=KiB rss_end=KiB ms_per_stop=T
+  LONGRUN phase=P stops=N bad=B addresses=A rss_warm=KiB rss_mid=KiB rss_max=KiB rss_end=KiB rss_low2=KiB rss_low4=KiB ms_per_stop=T
 """
 
 import os

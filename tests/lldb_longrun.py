@@ -3,7 +3,7 @@ tests/gdb_longrun.py for LLDB: at every stop of the longrun program `sframe bt` 
 program's call chain, unwound with SFrame; LLDB's resident memory is sampled after the warm-up
 (the first tenth of each phase) and at every stop.  One line of figures per phase:
 
-  LONGRUN phase=P stops=N bad=B addresses=A rss_warm=KiB rss_mid=KiB rss_max=KiB rss_end=KiB ms_per_stop=T
+  LONGRUN phase=P stops=N bad=B addresses=A rss_warm=KiB rss_mid=KiB rss_max=KiB rss_end=KiB rss_low2=KiB rss_low4=KiB ms_per_stop=T
 """
 
 import re
