@@ -8,7 +8,9 @@ callee-saved register) place the analysis' answer is
 - proved: the slot the CFI gives, or "unchanged" where the CFI says the register keeps its value;
   also where both hold the caller's value but the CFI marks the change a little apart from the
   instruction (a save the CFI records at a later row; a restore it never records, as GCC's x86-64
-  epilogues do: the register was just loaded from the CFI's slot, so both places hold the value);
+  epilogues do: the register was just loaded from the CFI's slot, so both places hold the value;
+  a save it never records, where the store's own operands put the register at the slot while
+  the CFI says it held its caller's value);
 - unknown: the analysis declined (with its reason): the unwinders show "unknown";
 - wrong: another place than the CFI's, which a debugger would show as a wrong value;
 - not comparable: a CFI rule of a shape not compared (a register saved in another register, an
@@ -162,8 +164,10 @@ def _describe_rule(rule: Optional[Rule], kind: str, abi: abimod.ABIInfo) -> str:
 class _Function:
     """One function's two tables, walked together."""
 
-    def __init__(self, abi, expr, regs, analysis, cfi_rows):
+    def __init__(self, abi, expr, regs, analysis, cfi_rows, insns=(), stores_at=None):
         self.abi, self.expr, self.regs = abi, expr, regs
+        self.insns = insns                         # the function's instruction starts
+        self.stores_at = stores_at                 # pc -> ((reg, base, offset), ...) it stores
         self.ours = analysis                       # [(addr, {reg: Save})]
         self.our_pcs = [a for a, _ in analysis]
         self.rows = cfi_rows
@@ -219,7 +223,38 @@ class _Function:
             if lrule is not None and _same_slot(save, lrule, lcfa) and self._held_until(reg, save, pc, later["pc"]):
                 return Verdict.PROVED, "", rule, kind
             break
+        if self._unrecorded_save(reg, save, pc, k, j):
+            return Verdict.PROVED, "", rule, kind
         return Verdict.WRONG, "", rule, kind
+
+    def _unrecorded_save(self, reg, save, pc, k, j) -> bool:
+        """A save the CFI never records (GCC writes no notes on a path that ends in a trap): the
+        instruction before the analysis' change to this slot stored the register there (by its
+        own operands and the CFI's CFA), and the CFI says the register held its caller's value
+        from that instruction to here, so the slot holds that value too."""
+        while k > 0 and self.ours[k - 1][1].get(reg) == save:
+            k -= 1
+        n = bisect.bisect_left(self.insns, self.our_pcs[k]) - 1
+        if n < 0 or self.stores_at is None:
+            return False
+        store_pc = self.insns[n]
+        row, i = self.row_at(store_pc)
+        for r in self.rows[i:j + 1]:
+            was = self.cfi_rule(r, reg)[0]
+            if was is None or was.kind is not RuleKind.UNCHANGED:
+                return False
+        cfa_then, cfa_now = cfa_rule(row, self.expr, store_pc), cfa_rule(self.row_at(pc)[0], self.expr, pc)
+        for r, base, off in self.stores_at(store_pc):
+            if r != reg or off is None or cfa_then is None or cfa_then.kind is not RuleKind.REGISTER \
+                    or cfa_then.deref or base != cfa_then.reg:
+                continue
+            slot = off - cfa_then.offset                      # CFA-relative
+            if save.base is None and save.offset == slot:
+                return True
+            if cfa_now is not None and cfa_now.kind is RuleKind.REGISTER and not cfa_now.deref \
+                    and save.base == cfa_now.reg and save.offset - cfa_now.offset == slot:
+                return True
+        return False
 
     def _held_until(self, reg, save, pc, until) -> bool:
         """The analysis keeps the register in that slot from pc up to the CFI row at `until`."""
@@ -271,7 +306,8 @@ def check_registers(path: str, function: Optional[str] = None, limit_wrong: int 
                 continue
             lo, hi = max(fde.start, cfi.lo), min(fde.end, cfi.hi)
             rows = sorted(cfi.rows, key=lambda r: r["pc"])
-            fn = _Function(abi, expr, regs, table, rows)
+            fn = _Function(abi, expr, regs, table, rows, insns,
+                           lambda pc, fde=fde: S.stores_at(abi, fde, read, pc))
             counts = FunctionCounts(name, fde.start)
             report.functions.append(counts)
             bounds = sorted({lo, hi} | {a for a in fn.our_pcs if lo < a < hi} | {p for p in fn.row_pcs if lo < p < hi})

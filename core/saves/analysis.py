@@ -12,8 +12,9 @@ register the answer at a PC is a `Save`:
 - UNKNOWN: the analysis cannot prove either (an instruction it cannot measure, a save on one path
   and not another, a store of the register it cannot place).  Never a guess.
 
-The analysers: x86-64 in core.saves.x86 (pushes where SFrame says the CFA moves), AArch64 and
-s390x in core.saves.flow_analyser (a data flow over the decoded instructions).  A function none
+The analysers: x86-64 in core.saves.x86 (pushes where SFrame says the CFA moves; where that
+cannot tell, the data flow too, for saves by `mov`), AArch64 and s390x in
+core.saves.flow_analyser (a data flow over the decoded instructions).  A function none
 can take is UNKNOWN throughout.
 
 Results are cached per function (the index's `saves` cache) and per FRE.
@@ -26,7 +27,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from ..arch import abi as abimod
 from ..sframe import format as F
 from ..sframe.index import Match
-from .flow_analyser import A64Function, S390Function
+from .flow_analyser import A64Function, S390Function, X86FlowFunction
 from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, function_code, unknown
 from .x86 import X86Function
 
@@ -134,6 +135,21 @@ def instruction_starts(abi: abimod.ABIInfo, index, fde, read_code: CodeReader) -
     return None if code is None else analyser.instruction_starts(abi, code, fde.start)
 
 
+def stores_at(abi: abimod.ABIInfo, fde, read_code: CodeReader, pc: int) -> Tuple[Tuple[int, int, Optional[int]], ...]:
+    """What the instruction at `pc` stores of registers, as (DWARF register, base register,
+    offset or None): read from the instruction alone, apart from any analysis' state (for a
+    grader that checks a save against the CFI's CFA)."""
+    flow_of = _FLOW.get(abi.sframe_abi)
+    if flow_of is None or fde.size > MAX_FUNCTION_SIZE:
+        return ()
+    code = function_code(fde, read_code)
+    ops = flow_of.decode(abi, code, fde.start) if code is not None else None
+    for op in ops or ():
+        if op.addr == pc:
+            return op.stores
+    return ()
+
+
 class _Entry(NamedTuple):
     """A stand-in match at a function's entry, for a function without rows there."""
     fde: object
@@ -180,5 +196,41 @@ def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Op
     return got
 
 
-_ANALYSERS: Dict[int, Any] = {abimod.AMD64.sframe_abi: X86Function, abimod.AARCH64_LE.sframe_abi: A64Function,
+class X86Analysis:
+    """x86-64: the push analysis (core.saves.x86) and, for a function where it cannot tell (a
+    register stored or changed where no push saved it: GCC 16's shrink-wrapped `mov` saves), also
+    the data flow over every path (X86FlowFunction); per register, the first one's answer unless
+    UNKNOWN.  Both prove what they say, so either answer is right."""
+
+    def __init__(self, abi, index, fde, read_code):
+        self.first = X86Function(abi, index, fde, read_code)
+        self.plans: Dict[int, Plan] = {}
+        self.unreadable = getattr(self.first, "unreadable", False)
+        self.starts = getattr(self.first, "starts", None)
+        first = self.first
+        self.second = None
+        if not self.unreadable and not first.plt0 and (first.failed or getattr(first, "poisoned", None)
+                                                       or getattr(first, "unexplained", None)):
+            self.second = X86FlowFunction(abi, index, fde, read_code)
+            if self.second.failed:
+                self.second = None
+
+    instruction_starts = X86Function.instruction_starts
+
+    def change_points(self) -> List[int]:
+        points = self.first.change_points()
+        return points if self.second is None else sorted(set(points) | set(self.second.change_points()))
+
+    def at(self, match) -> Dict[int, Save]:
+        got = self.first.at(match)
+        if self.second is None or all(s.kind is not SaveKind.UNKNOWN for s in got.values()):
+            return got
+        other = self.second.at(match)
+        return {r: other[r] if s.kind is SaveKind.UNKNOWN and other[r].kind is not SaveKind.UNKNOWN else s
+                for r, s in got.items()}
+
+
+_FLOW: Dict[int, Any] = {abimod.AMD64.sframe_abi: X86FlowFunction, abimod.AARCH64_LE.sframe_abi: A64Function,
+                         abimod.AARCH64_BE.sframe_abi: A64Function, abimod.S390X.sframe_abi: S390Function}
+_ANALYSERS: Dict[int, Any] = {abimod.AMD64.sframe_abi: X86Analysis, abimod.AARCH64_LE.sframe_abi: A64Function,
               abimod.AARCH64_BE.sframe_abi: A64Function, abimod.S390X.sframe_abi: S390Function}

@@ -1,7 +1,7 @@
 """Where a function has put each callee-saved register, at every instruction: a forward data-flow
 analysis over the function's control-flow graph.
 
-The instruction decoders of the fixed-layout ISAs (core.saves.a64insn; s390x) turn each instruction
+The instruction decoders (core.saves.a64insn, s390insn, x86flow) turn each instruction
 into an `Op`: its stores and loads of registers relative to SP or the frame pointer, how it moves
 SP, and where control goes next.  `analyse` then follows every path from the function's entry:
 
@@ -12,7 +12,9 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
 - SP relative to the CFA comes from SFrame where the CFA is SP-based, and is followed through
   the instructions elsewhere; where both are known and differ (CFI written late), from neither;
 - where paths meet with different answers, the answer is UNKNOWN; a store that cannot be placed
-  (SP not known, a register base) of a register still unchanged makes it UNKNOWN too.
+  (SP not known, a register base) of a register still unchanged makes it UNKNOWN too;
+- a store over a slot that holds a saved register (any store, or memory an instruction may write
+  otherwise: `clobbers`) makes that register UNKNOWN.
 
 An indirect jump (a jump table) may land anywhere in the function where SFrame's CFA allows it:
 its state flows into each such instruction.  Code no path from the entry reaches gets no answer.
@@ -44,6 +46,9 @@ class Op(NamedTuple):
     fp_from_sp: Optional[int] = None  # FP = SP + this (informational)
     writes: Tuple[int, ...] = ()      # DWARF registers it may write otherwise (over-approximated)
     writes_all: bool = False          # it may write any register (an instruction executed by EXRL)
+    clobbers: Tuple[Tuple[int, int, int], ...] = ()   # (base reg, offset, size) of memory it may write otherwise
+    nop: bool = False                 # does nothing: alignment padding, never a jump table's target
+    targets: Optional[Tuple[int, ...]] = None   # INDIRECT: where it can go, when known (a jump table's)
 
 
 UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), or UNKNOWN
@@ -93,10 +98,14 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
             succ.append(k + 1)
         if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
             succ.append(where[op.target])
-        if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+        if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
+            succ.extend(where[t] for t in op.targets if t in where)
+        elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
             # Anywhere SFrame does not rule out: where the CFA is SP-based, only instructions
             # with this SP (a jump table's targets; a tail call's SP matches none of the body).
-            succ.extend(j for j in range(n) if sframe[j][0] is None or out.sp is None or sframe[j][0] == out.sp)
+            # (Not alignment padding, which only the code before it can fall into.)
+            succ.extend(j for j in range(n) if not ops[j].nop and (
+                sframe[j][0] is None or out.sp is None or sframe[j][0] == out.sp))
         for j in succ:
             old = states[j]
             new = out if old is None else _meet(old, out)
@@ -108,6 +117,18 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     return states, None
 
 
+def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]]) -> None:
+    """Memory written over a slot that holds a saved register: the caller's value is gone from it
+    (its own register stored there again included: it may have changed since).  A write at a
+    place not known here is not taken to hit one: compilers never write a live save slot."""
+    for base, off, size in op.clobbers + tuple((base, off, 8) for _reg, base, off in op.stores):
+        at = place(base, off, False)
+        if at is not None:
+            for k, where in enumerate(regs):
+                if isinstance(where, int) and at < where + 8 and where < at + size:
+                    regs[k] = UNKNOWN
+
+
 def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int) -> State:
     cfa_sp, cfa_fp = sframe
     if cfa_sp is not None and state.sp is not None and cfa_sp != state.sp:
@@ -116,20 +137,22 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
         sp = cfa_sp if cfa_sp is not None else state.sp
     regs = list(state.regs)
 
-    def place(base, off):
-        slot = None
+    def place(base: int, off: Optional[int], below: bool = True) -> Optional[int]:
+        """The CFA-relative slot of [base + off] (below the CFA, where a save lies), or None."""
+        got: Optional[int] = None
         if off is None:
             return None
         if base == sp_reg and sp is not None:
-            slot = off - sp
+            got = off - sp
         elif base == fp_reg and cfa_fp is not None:
-            slot = off - cfa_fp
-        return slot if slot is not None and slot < 0 else None    # a save lies below the CFA
+            got = off - cfa_fp
+        return got if got is not None and (got < 0 or not below) else None
+    _forget_overwritten(op, regs, place)
     for reg, base, off in op.stores:
         k = slot_of.get(reg)
         if k is not None and regs[k] is None:
-            slot = place(base, off)
-            regs[k] = UNKNOWN if slot is None else slot
+            at = place(base, off)
+            regs[k] = UNKNOWN if at is None else at
     for reg, base, off in op.loads:
         k = slot_of.get(reg)
         if k is None:

@@ -1,11 +1,11 @@
-"""The save-slot analyser of the fixed-length ISAs (AArch64, s390x): their instructions decoded
-into `flow.Op`s, followed by core.saves.flow from the function's entry."""
+"""The save-slot analysers that follow core.saves.flow from a function's entry over its
+instructions decoded into `flow.Op`s: AArch64 and s390x, and x86-64's saves by `mov`."""
 
 import bisect
 from typing import Dict, List, Optional
 
 from ..sframe import format as F
-from . import a64insn, flow, s390insn
+from . import a64insn, flow, s390insn, x86flow
 from .save import UNCHANGED, Plan, Save, SaveKind, fp_offset, function_code, sp_offset, unknown
 
 
@@ -13,7 +13,7 @@ class FlowFunction:
     """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
 
     @staticmethod
-    def decode(abi, code: bytes, start: int) -> Optional[List[flow.Op]]:
+    def decode(abi, code: bytes, start: int, read=None, sp_at=None) -> Optional[List[flow.Op]]:
         raise NotImplementedError
 
     @classmethod
@@ -35,10 +35,6 @@ class FlowFunction:
             self.failed = "the function's code at %#x cannot be read" % fde.start
             self.unreadable = True
             return
-        ops = self.decode(abi, code, fde.start)
-        if not ops:
-            self.failed = "the function's size is not whole instructions"
-            return
         rows = index.rows(fde)
         starts = [r[0] for r in rows]
         if not rows or rows[0][0] != fde.start or sp_offset(abi, rows[0][1]) != abi.entry_cfa_offset:
@@ -49,6 +45,10 @@ class FlowFunction:
             k = bisect.bisect_right(starts, addr) - 1
             rules = rows[k][1] if k >= 0 else None
             return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
+        ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0])
+        if not ops:
+            self.failed = "the function's size is not whole instructions"
+            return
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
         self.starts = [op.addr for op in ops]
 
@@ -90,11 +90,17 @@ class FlowFunction:
 
 class A64Function(FlowFunction):
     @staticmethod
-    def decode(abi, code, start):
+    def decode(abi, code, start, read=None, sp_at=None):
         return a64insn.words(code, start)
 
 
 class S390Function(FlowFunction):
     @staticmethod
-    def decode(abi, code, start):
+    def decode(abi, code, start, read=None, sp_at=None):
         return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n))
+
+
+class X86FlowFunction(FlowFunction):
+    @staticmethod
+    def decode(abi, code, start, read=None, sp_at=None):
+        return x86flow.ops(code, start, read, frozenset(abi.callee_saved) | {abi.sp}, sp_at)

@@ -1,0 +1,387 @@
+"""x86-64 instructions as core.saves.flow Ops: the data flow that follows saves made by `mov`.
+
+GCC 16 shrink-wraps x86-64 functions: it allocates the frame first (`sub $0x58, %rsp`) and saves a
+callee-saved register with `mov %r15, 0x50(%rsp)` only on the paths that use it, restoring it with
+`mov 0x50(%rsp), %r15`.  SFrame's CFA offset moves only with the allocation, so the push analysis
+(core.saves.x86) cannot see these saves; the flow over every path can.  Each instruction measured
+by core.saves.x86insn becomes an Op:
+
+- push/pop of a register: a store/load at SP - 8 / SP, SP moved; a push of anything else, SP moved;
+- a 64-bit `mov` of a register to, or from, memory at SP or FP + displacement: a store/load of it
+  (with an index register: a store that cannot be placed);
+- a store of a register through any other base is not taken for a save (GCC and Clang save only
+  relative to SP or the frame pointer; a register saved elsewhere and then changed is UNKNOWN
+  anyway, since only a load from its slot makes it the caller's again);
+- any other instruction with a memory operand at SP or FP + displacement may write there
+  (`clobbers`), except the ones known to read only; its register writes come from x86insn;
+- SP: add/sub of an immediate, `lea d(%rsp), %rsp`, `mov %rbp, %rsp` and `leave` are followed;
+  any other write of SP leaves it unknown here (SFrame gives it again where the CFA is SP-based);
+- control: jcc/loop/xbegin branch, jmp jumps (outside the function: a tail call), call returns
+  (and the memory below SP is the callee's), an indirect jmp goes to its jump table's targets
+  (found by _jump_tables) or anywhere SFrame allows, ret/ud2/hlt stop.
+"""
+
+from typing import List, Optional, Tuple
+
+from . import x86insn as X
+from .flow import Flow, Op
+
+_D = X.DWARF_OF_HW
+_SP_HW, _FP_HW = 4, 5
+_SP, _FP = _D[_SP_HW], _D[_FP_HW]
+
+# A call writes its return address below SP, and the callee its frame: whatever was kept there
+# (a leaf's red zone) is gone.
+_BELOW_SP = ((_SP, -(1 << 20), 1 << 20),)
+
+# One-byte opcodes whose memory operand is only read (loads into a register, compares, tests).
+_READS_ONE = frozenset((0x8A, 0x8B, 0x63, 0x69, 0x6B, 0x84, 0x85, 0x38, 0x39, 0x3A, 0x3B)
+                       + tuple(b + k for b in range(0x00, 0x38, 8) for k in (2, 3)))
+# 0F-map opcodes that only read theirs: movzx/movsx, bt, imul, cmov, the SSE loads into registers
+# and compares (ucomis*, comis*).
+_READS_TWO = frozenset((0xB6, 0xB7, 0xBE, 0xBF, 0xA3, 0xAF, 0x2E, 0x2F, 0x28, 0x10, 0x12, 0x16, 0x6F, 0x6E)
+                       + tuple(range(0x40, 0x50)) + tuple(range(0x51, 0x60)))
+
+
+class _Form:
+    """The parts of an instruction the flow needs beyond x86insn's Insn."""
+    __slots__ = ("map", "op", "modrm", "rex", "opsize16", "mem", "size")
+
+    def __init__(self, code: bytes, pos: int):
+        pos, self.opsize16, addr32, self.rex, _rep = X._prefixes(code, pos)
+        op = code[pos]
+        pos += 1
+        self.map, self.size = 0, 8 if self.rex & 8 else 4
+        if op == 0x0F:
+            self.map, op = 1, code[pos]
+            pos += 1
+            self.size = 16
+            if op in (0x38, 0x3A):
+                self.map, op = op, code[pos]
+                pos += 1
+        elif op in (0xC4, 0xC5, 0x62):
+            self.map, self.size = 2, 64           # VEX/EVEX: up to a 512-bit operand
+            pos += {0xC5: 1, 0xC4: 2, 0x62: 3}[op]
+            op = code[pos]
+            pos += 1
+        self.op = op
+        self.modrm = -1
+        self.mem: Optional[Tuple[Optional[int], bool, int]] = None
+        if self._has_modrm():
+            self.modrm = code[pos]
+            if self.modrm >> 6 != 3:
+                self.mem = _memory(code, pos, self.rex)
+
+    def _has_modrm(self) -> bool:
+        if self.map == 0:
+            spec = X._ONE.get(self.op)
+            return spec is not None and spec[0] == "M"
+        if self.map == 1:
+            return self.op not in X._TWO_NONE and not 0x80 <= self.op <= 0x8F
+        return not (self.map == 2 and self.op == 0x77)
+
+
+def _memory(code: bytes, pos: int, rex: int) -> Tuple[Optional[int], bool, int]:
+    """(base register (hardware number; None: RIP-relative or absolute), indexed?, displacement)
+    of the ModRM memory operand at pos."""
+    modrm = code[pos]
+    mod, rm = modrm >> 6, modrm & 7
+    pos += 1
+    base: Optional[int] = rm | (rex & 1) << 3
+    indexed = False
+    if rm == 4:
+        sib = code[pos]
+        pos += 1
+        indexed = ((sib >> 3) & 7 | (rex >> 1 & 1) << 3) != 4
+        base = sib & 7 | (rex & 1) << 3
+        if mod == 0 and sib & 7 == 5:
+            return None, indexed, int.from_bytes(code[pos:pos + 4], "little", signed=True)
+    elif mod == 0 and rm == 5:
+        return None, False, 0                  # RIP-relative: not the stack
+    if mod == 1:
+        disp = int.from_bytes(code[pos:pos + 1], "little", signed=True)
+    elif mod == 2:
+        disp = int.from_bytes(code[pos:pos + 4], "little", signed=True)
+    else:
+        disp = 0
+    return base, indexed, disp
+
+
+def _frame_base(mem) -> Optional[int]:
+    """The DWARF number of SP or FP if the operand is SP/FP + displacement (no index), else None."""
+    if mem is None or mem[1] or mem[0] not in (_SP_HW, _FP_HW):
+        return None
+    return _D[mem[0]]
+
+
+def ops(code: bytes, start: int, read=None, kept=(), sp_at=None) -> Optional[List[Op]]:
+    """The Ops of a function's code, or None if an instruction cannot be measured or the last
+    one runs past the end.  `read(addr, size)` (optional) reads the program's data: the jump
+    tables, whose targets then replace "anywhere" as an indirect jump's successors.  `kept`: the
+    DWARF registers a call preserves (the ABI's callee-saved ones); `sp_at(addr)`: SFrame's
+    CFA - SP there, or None."""
+    out: List[Op] = []
+    pos = 0
+    while pos < len(code):
+        ins = X.decode(code, pos, start + pos)
+        if ins is None:
+            return None
+        out.append(_op(code, pos, ins))
+        pos += ins.length
+    if pos != len(code):
+        return None
+    if read is not None:
+        for k, targets in _jump_tables(code, start, out, read, kept, sp_at or (lambda addr: None)).items():
+            out[k] = out[k]._replace(targets=targets)
+    return out
+
+
+MAX_TABLE = 4096
+MAX_BASES = 4
+_ROUNDS = 6
+
+
+def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at) -> dict:
+    """{index of an indirect jump: its targets} for the jumps through GCC's and Clang's
+    position-independent jump tables:
+
+        lea    table(%rip), %rB     (on every path to the jump)
+        movslq (%rB,%rI,4), %rA
+        add    %rB, %rA             (or: add %rA, %rB and jmp *%rB)
+        jmp    *%rA
+
+    (with other instructions in between that leave those registers alone, and no path coming in
+    after the movslq).
+    Which tables %rB holds comes from a data flow of that register over the function's paths,
+    and the paths depend on the tables' targets: the tables are found again until they no longer
+    change (first taking the jumps not yet resolved to go nowhere, then anywhere SFrame allows),
+    so the answer is one the whole function agrees with.  A table's 32-bit entries are offsets
+    from its start; its length is not read from the bound check: entries are taken while each
+    lands on an instruction of the function, so every real one is among them (a word after the
+    table that happens to land on one only adds a target: an answer UNKNOWN, never wrong)."""
+    patterns = {k: p for k in range(3, len(out)) if out[k].flow is Flow.INDIRECT
+                for p in [_table_pattern(code, start, out, k)] if p is not None}
+    if not patterns:
+        return {}
+    starts = {op.addr for op in out}
+    branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
+    found: dict = {}
+    for round_ in range(_ROUNDS):
+        new = {}
+        landing = branched_to.union(*found.values())
+        for k, (n, reg, leas) in patterns.items():
+            if any(out[i].addr in landing for i in range(n + 1, k + 1)):
+                continue          # a path comes in after the table's entry is loaded
+            tables = _bases_before(out, n, reg, leas, kept, sp_at, found, optimistic=round_ == 0)
+            targets = _read_tables(tables, read, starts) if tables else None
+            if targets is not None:
+                new[k] = targets
+        if round_ > 0 and new == found:
+            return found
+        found = new
+    return {}                     # no agreement: every indirect jump goes anywhere SFrame allows
+
+
+_WINDOW = 8
+
+
+def _table_pattern(code: bytes, start: int, out: List[Op], k: int):
+    """(index of the movslq, DWARF number of %rB, {index of an instruction: the table it puts
+    in %rB}) where out[k] ends the pattern (other instructions may stand in between, writing
+    none of its registers), else None."""
+    def raw(j):
+        op = out[j]
+        return code[op.addr - start:op.addr - start + op.length]
+
+    def last_write(regs, j):
+        """The index of the last instruction before j (in the window) that writes one of regs."""
+        for i in range(j - 1, max(j - 1 - _WINDOW, -1), -1):
+            if out[i].writes_all or any(_D[r] in out[i].writes for r in regs) or out[i].flow is not Flow.NEXT:
+                return i
+        return None
+
+    m = _reg_only(raw(k), 0xFF)
+    if m is None or (m[0] & 7) != 4:
+        return None
+    a = last_write([m[1]], k)
+    add = _reg_only(raw(a), 0x01) or _reg_only(raw(a), 0x03) if a is not None else None
+    if add is None or raw(a)[0] & 0xF8 != 0x48:
+        return None
+    src, dst = (add[0], add[1]) if raw(a)[1] == 0x01 else (add[1], add[0])
+    if dst != m[1]:
+        return None
+    n = last_write([src, dst], a)
+    load = raw(n) if n is not None else b""
+    if len(load) < 4 or load[0] & 0xF8 != 0x48 or load[1] != 0x63:
+        return None
+    rex, modrm, sib = load[0], load[2], load[3]
+    if modrm & 7 != 4 or sib >> 6 != 2 or modrm >> 6 == 3 or modrm >> 6 == 0 and sib & 7 == 5 \
+            or any(load[4:]):                       # (%rB,%rI,4), with no displacement (or a zero one)
+        return None
+    base = sib & 7 | (rex & 1) << 3
+    if {base, (modrm >> 3) & 7 | (rex >> 2 & 1) << 3} != {src, dst}:
+        return None
+    leas = {}
+    for j, op in enumerate(out):
+        lea = raw(j)
+        if len(lea) == 7 and lea[0] & 0xFB == 0x48 and lea[1] == 0x8D and lea[2] & 0xC7 == 0x05 \
+                and ((lea[2] >> 3) & 7 | (lea[0] >> 2 & 1) << 3) == base:
+            leas[j] = op.addr + 7 + int.from_bytes(lea[3:7], "little", signed=True)
+    return n, _D[base], leas
+
+
+def _read_tables(tables, read, starts) -> Optional[Tuple[int, ...]]:
+    targets: List[int] = []
+    for table in tables:
+        for n in range(MAX_TABLE):
+            try:
+                word = read(table + 4 * n, 4)
+            except Exception:
+                word = None
+            if word is None or len(word) < 4:
+                break
+            target = table + int.from_bytes(bytes(word[:4]), "little", signed=True)
+            if target not in starts:
+                break
+            targets.append(target)
+    return tuple(sorted(set(targets))) if targets else None
+
+
+def _bases_before(out: List[Op], k: int, reg: int, leas: dict, kept, sp_at, found: dict,
+                  optimistic: bool) -> Optional[frozenset]:
+    """The table addresses `reg` holds before out[k] on every path from the function's entry: a
+    RIP-relative lea into it sets it; any other write, a call that does not keep it, or the
+    entry leave it unknown.  None where some path brings anything else.  An indirect jump goes to
+    its targets in `found`, else nowhere (`optimistic`) or anywhere SFrame's CFA allows."""
+    n = len(out)
+    where = {op.addr: i for i, op in enumerate(out)}
+    top = frozenset([-1])
+    states: List[Optional[frozenset]] = [None] * n
+    states[0] = top
+    work = [0]
+    while work:
+        i = work.pop()
+        state, op = states[i] or top, out[i]
+        if reg in op.writes or op.writes_all or any(load[0] == reg for load in op.loads):
+            state = frozenset([leas[i]]) if i in leas else top
+        if op.flow is Flow.CALL and reg not in kept:
+            state = top
+        succ: List[int] = []
+        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL) and i + 1 < n:
+            succ.append(i + 1)
+        if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
+            succ.append(where[op.target])
+        if op.flow is Flow.INDIRECT:
+            if i in found:
+                succ.extend(where[t] for t in found[i])
+            elif not optimistic:
+                sp = sp_at(op.addr)
+                succ.extend(j for j in range(n) if not out[j].nop and (sp is None or sp_at(out[j].addr) in (None, sp)))
+        for j in succ:
+            old = states[j]
+            new = state if old is None else old | state
+            if top & new or len(new) > MAX_BASES:
+                new = top
+            if new != old:
+                states[j] = new
+                work.append(j)
+    got = states[k]
+    return None if got is None or got & top else got
+
+
+def _reg_only(raw: bytes, opcode: int) -> Optional[Tuple[int, int]]:
+    """(reg field, r/m register) of `[REX] opcode modrm` with a register operand (mod 3), else None."""
+    rex = raw[0] if raw and 0x40 <= raw[0] <= 0x4F else 0
+    body = raw[1:] if rex else raw
+    if len(body) != 2 or body[0] != opcode or body[1] >> 6 != 3:
+        return None
+    return (body[1] >> 3) & 7 | (rex >> 2 & 1) << 3, body[1] & 7 | (rex & 1) << 3
+
+
+def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
+    addr, length, kind = ins.addr, ins.length, ins.kind
+    if ins.quiet:
+        return Op(addr, length, nop=True)
+    if kind is X.Kind.PUSH:
+        return Op(addr, length, stores=((_D[ins.reg], _SP, -8),), sp=-8)
+    if kind is X.Kind.POP:
+        return Op(addr, length, loads=((_D[ins.reg], _SP, 0),), sp=None if ins.reg == _SP_HW else 8)
+    try:
+        f = _Form(code, pos)
+    except IndexError:            # (x86insn measured it: cannot happen; never a guess if it does)
+        return Op(addr, length, sp=None, writes_all=True)
+    if kind is X.Kind.PUSH_OTHER:
+        return Op(addr, length, sp=None if f.opsize16 else -8, clobbers=((_SP, -8, 8),))
+    if kind is X.Kind.MOV_FP_SP:
+        return Op(addr, length, writes=(_FP,), fp_from_sp=0)
+    if kind is X.Kind.STORE:
+        base = _frame_base(f.mem)
+        if base is not None:
+            return Op(addr, length, stores=((_D[ins.reg], base, f.mem[2]),))       # type: ignore[index]
+        if f.mem is not None and f.mem[0] in (_SP_HW, _FP_HW):
+            return Op(addr, length, stores=((_D[ins.reg], _D[f.mem[0]], None),))   # indexed: not placed
+        return Op(addr, length)
+    if kind is X.Kind.BRANCH:
+        if f.map == 0 and f.op == 0xE8:
+            return Op(addr, length, Flow.CALL, ins.target, clobbers=_BELOW_SP)
+        if f.map == 0 and f.op in (0xE9, 0xEB):
+            return Op(addr, length, Flow.JUMP, ins.target)
+        return Op(addr, length, Flow.BRANCH, ins.target)
+    if kind is X.Kind.JUMP_INDIRECT:
+        return Op(addr, length, Flow.INDIRECT)
+    return _other(f, addr, length, ins, code[pos:pos + length])
+
+
+def _other(f: _Form, addr: int, length: int, ins: X.Insn, raw: bytes) -> Op:
+    writes = tuple(_D[hw] for hw in ins.writes if hw != _SP_HW)
+    flow = Flow.NEXT
+    clobbers: Tuple = ()
+    if ins.transfer:
+        flow = Flow.CALL if f.map == 0 and f.op == 0xFF else Flow.STOP
+        clobbers = _BELOW_SP if flow is Flow.CALL else ()
+    loads: Tuple = ()
+    base = _frame_base(f.mem)
+    reg = (f.modrm >> 3) & 7 | (f.rex >> 2 & 1) << 3 if f.modrm >= 0 else -1
+    if base is not None:
+        disp = f.mem[2]                                                 # type: ignore[index]
+        if f.map == 0 and f.op == 0x8B and f.rex & 8:
+            loads = ((_D[reg], base, disp),)                            # a restore, if from its slot
+            writes = tuple(w for w in writes if w != _D[reg])
+        elif not (f.map == 0 and (f.op in _READS_ONE or f.op == 0x8D)) and not (f.map == 1 and f.op in _READS_TWO):
+            clobbers += ((base, disp, f.size),)
+    sp, sp_from_fp = _sp_change(f, ins, reg, raw)
+    return Op(addr, length, flow, None, loads=loads, sp=sp, sp_from_fp=sp_from_fp, writes=writes,
+              clobbers=clobbers)
+
+
+def _sp_change(f: _Form, ins: X.Insn, reg: int, raw: bytes) -> Tuple[Optional[int], Optional[int]]:
+    """(SP += this, or None; with None: SP = FP + the second, if known)."""
+    if not ins.sp_write:
+        return 0, None
+    op, modrm = (f.op, f.modrm) if f.map == 0 else (-1, f.modrm)
+    rm = (modrm & 7) | (f.rex & 1) << 3 if modrm >= 0 and modrm >> 6 == 3 else -1
+    if op == 0xC9:
+        return None, 8                          # leave: SP = FP, then pop %rbp
+    if op == 0x9C:
+        return -8, None                         # pushf
+    if op == 0x9D:
+        return 8, None                          # popf
+    if op == 0x8F:
+        return 8, None                          # pop to memory
+    if f.map == 1 and f.op in (0xA1, 0xA9):
+        return 8, None                          # pop %fs, pop %gs
+    if modrm < 0:
+        return (None, None) if op != -1 or _SP_HW in ins.writes else (0, None)
+    if _SP_HW not in ins.writes:
+        return 0, None                          # it writes %rbp (or memory), not SP
+    if op in (0x81, 0x83) and rm == _SP_HW and f.rex & 8 and (modrm >> 3) & 7 in (0, 5):
+        imm = int.from_bytes(raw[-1:] if op == 0x83 else raw[-4:], "little", signed=True)
+        return (imm if (modrm >> 3) & 7 == 0 else -imm), None          # add / sub $imm, %rsp
+    if op == 0x8D and reg == _SP_HW and f.rex & 8 and f.mem is not None and not f.mem[1] \
+            and f.mem[0] == _SP_HW:
+        return f.mem[2], None                   # lea d(%rsp), %rsp
+    if (op == 0x89 and rm == _SP_HW and reg == _FP_HW or op == 0x8B and reg == _SP_HW and rm == _FP_HW) \
+            and f.rex & 8:
+        return None, 0                          # mov %rbp, %rsp
+    return None, None
+
