@@ -949,6 +949,117 @@ def test_a64_jump_table_and_tail_call():
     assert unknown(at(0xc)[19]) and at(0xc)[21] == U
 
 
+def _a64_with_data(code, rows, data):
+    """flow_analyse for AArch64 with `data` (a jump table) at BASE + 0x40, after the code."""
+    frows = [Row(r[0], tuple(r[1])) for r in rows]
+    data_ = build(2, F.ABI.AARCH64_ENDIAN_LITTLE, [Func(BASE, len(code), frows)], section_addr=BASE - 0x1000)
+    index = SFrameIndex(data_, BASE - 0x1000)
+    image = code + b"\0" * (0x40 - len(code)) + data
+
+    def read(addr, size):
+        return image[addr - BASE:addr - BASE + size] if BASE <= addr and addr + size <= BASE + len(image) else None
+    abi = abimod.info(F.ABI.AARCH64_ENDIAN_LITTLE)
+    return lambda off: S.at(abi, index, index.lookup(BASE + off), read, lambda addr: ("f", 0))
+
+
+def test_a64_switch_table():
+    """GCC's switch (adr/ldrb/adr/add sxtb/br): the br goes to its two cases only, the count from
+    `cmp w0, #1; b.hi`.  Taken as going anywhere with the body's CFA, it would reach the stp at 4
+    as well, where x19 and x20 are not saved yet, and every case would be unknown."""
+    code = a64(0xd10083ff,   # 0: sub sp, sp, #32
+               0xa90053f3,   # 4: stp x19, x20, [sp]
+               0x100001C2,   # 8: adr x2, 0x40 (the table)
+               0x7100041f,   # c: cmp w0, #1
+               0x54000108,   # 10: b.hi 0x30
+               0x38604841,   # 14: ldrb w1, [x2, w0, uxtw]
+               0x10000063,   # 18: adr x3, 0x24
+               0x8B218863,   # 1c: add x3, x3, w1, sxtb #2
+               0xD61F0060,   # 20: br x3
+               0xAA0003F3,   # 24: mov x19, x0 (case 0)
+               0x14000002,   # 28: b 0x30
+               0xAA0003F4,   # 2c: mov x20, x0 (case 1)
+               0xa94053f3,   # 30: ldp x19, x20, [sp]
+               0x910083ff,   # 34: add sp, sp, #32
+               0xd65f03c0)   # 38: ret
+    rows = [(0, (0,)), (4, (32,)), (0x38, (0,))]
+    at = _a64_with_data(code, rows, bytes([0, 2, 0xFF, 0xFF]))
+    assert at(4)[19] == U and at(8)[19] == saved(-32)
+    assert at(0x24)[19] == saved(-32) and at(0x2c)[20] == saved(-24) and at(0x30)[19] == saved(-32)
+    assert at(0x38)[19] == U
+    # Without the bound check, entries are read while they land on an instruction: the third
+    # byte (1: 0x28) adds a path that changes nothing; the fourth (0x40) lands outside.
+    bound_gone = code.replace((0x54000108).to_bytes(4, "little"), (0xd503201f).to_bytes(4, "little"))   # nop
+    at = _a64_with_data(bound_gone, rows, bytes([0, 2, 1, 0x40]))
+    assert at(0x24)[19] == saved(-32)
+    # An entry that lands between the entry's load and the br: the table is not taken.
+    at = _a64_with_data(bound_gone, rows, bytes([0, 2, 0xFF, 0x40]))
+    assert unknown(at(0x24)[19])
+
+
+def test_a64_table_of_label_addresses():
+    """GCC's computed goto (ldr x1, [x2, x0, lsl #3]; br x1): the table's absolute addresses."""
+    code = a64(0xd10083ff,   # 0: sub sp, sp, #32
+               0xa90053f3,   # 4: stp x19, x20, [sp]
+               0x100001C2,   # 8: adr x2, 0x40 (the table)
+               0xF8607841,   # c: ldr x1, [x2, x0, lsl #3]
+               0xD61F0020,   # 10: br x1
+               0xAA0003F3,   # 14: mov x19, x0 (label A)
+               0x14000002,   # 18: b 0x20
+               0xAA0003F4,   # 1c: mov x20, x0 (label B)
+               0xa94053f3,   # 20: ldp x19, x20, [sp]
+               0x910083ff,   # 24: add sp, sp, #32
+               0xd65f03c0)   # 28: ret
+    rows = [(0, (0,)), (4, (32,)), (0x28, (0,))]
+    table = b"".join(a.to_bytes(8, "little") for a in (BASE + 0x14, BASE + 0x1c, 0))
+    at = _a64_with_data(code, rows, table)
+    assert at(0x14)[19] == saved(-32) and at(0x1c)[20] == saved(-24)
+    # A table entry on the save (the data cannot be trusted to be a table): the paths meet there.
+    table = b"".join(a.to_bytes(8, "little") for a in (BASE + 0x14, BASE + 0x4, 0))
+    at = _a64_with_data(code, rows, table)
+    assert unknown(at(0x14)[19])
+
+
+RELTAB_C = """
+void f(void) {}
+void g(void) {}
+void (*const table[])(void) = {f, g};
+int main(void) { table[1](); return 0; }
+"""
+
+
+@pytest.mark.parametrize("tc", ["sid-aarch64", "sid-s390x", "sid"])
+def test_code_reader_applies_relative_relocations(tmp_path, tc):
+    """A PIE's table of code addresses reads as those addresses (the dynamic loader's RELATIVE
+    relocations applied, at base 0), also where the file holds zeros there (older AArch64 ld:
+    the words are zeroed here to stand for it)."""
+    from elftools.elf.elffile import ELFFile
+    t = T.toolchain(tc)
+    (tmp_path / "r.c").write_text(RELTAB_C)
+    T._run_script(t, [T._compile_cmd(t, [tmp_path / "r.c"], tmp_path / "r", ["-O1", "-fPIE", "-pie"])], tmp_path)
+    path = tmp_path / "r"
+    table, want = _symbol(path, "table"), [_symbol(path, "f"), _symbol(path, "g")]
+    with open(path, "rb") as fh:
+        sec = ELFFile(fh).get_section_by_name(".data.rel.ro")
+        offset = sec["sh_offset"] + table - sec["sh_addr"]
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 16] = bytes(16)
+    (tmp_path / "zeroed").write_bytes(bytes(data))
+    for p in (path, tmp_path / "zeroed"):
+        img = ElfImage(str(p))
+        read = img.code_reader()
+        order = "big" if img.big_endian else "little"
+        assert [int.from_bytes(read(table + 8 * k, 8), order) for k in range(2)] == want, p
+
+
+def _symbol(path, name):
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as fh:
+        for sym in ELFFile(fh).get_section_by_name(".symtab").iter_symbols():
+            if sym.name == name:
+                return sym["st_value"]
+    raise KeyError(name)
+
+
 def test_a64_registers_written_or_loaded_without_a_save():
     code = a64(0xd100c3ff,   # 0: sub sp, sp, #0x30
                0xaa0003f3,   # 4: mov x19, x0: x19 changed, never saved
@@ -1026,3 +1137,20 @@ def test_s390x_prologue_and_epilogue():
     code = bytes.fromhex("b3c1000c" "c0e500000004" "07fe")    # ldgr %f0,%r12 (a leaf parks r12)
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
     assert unknown(at(4)[12]) and at(4)[6] == U
+
+
+def test_s390x_trap_branch():
+    """GCC's trap: `j .+2` into its own second halfword (0x0001, an invalid opcode): no path goes
+    on from there, and the rest of the function is analysed as without it."""
+    code = bytes.fromhex("eb6ff0300024"   # 0: stmg %r6,%r15,48(%r15)
+                         "a7fbff60"       # 6: aghi %r15,-160
+                         "a7740004"       # a: jne .+8 (0x12)
+                         "a7f40001"       # e: j .+2: into itself, the trap
+                         "c0e500000004"   # 12: brasl %r14,.+8
+                         "eb6ff0d00004"   # 18: lmg %r6,%r15,208(%r15)
+                         "07fe")          # 1e: br %r14
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,)), (6, (0, -48, -72)), (0xa, (20, -48, -72)),
+                                                     (0x1e, (0,))])
+    assert at(0x12)[6] == saved(-112) and at(0x1e)[6] == U
+    ops = s390insn.words(code, 0x1000, lambda n: 16)
+    assert ops[3].flow is Flow.STOP and ops[2].flow is Flow.BRANCH

@@ -47,6 +47,7 @@ class ABIInfo:
     sigframes: tuple[S.Layout, ...] = ()  # signal-frame layouts; the first is a V3 signal FDE's default
     sigframe_symbols: dict[str, S.Layout] = field(default_factory=dict, repr=False)
     relocations: dict[int, RelocKind] = field(default_factory=dict, repr=False)  # r_type -> kind (core.elf.reloc)
+    relative_reloc: int = -1             # the dynamic R_*_RELATIVE type: a word the loader sets to base + addend
 
     def regname(self, n: int | None) -> str:
         return self.regnames.get(n, "r%s" % n) if n is not None else "r%s" % n
@@ -78,6 +79,7 @@ AMD64 = ABIInfo(
     ra_in_register=False, elf_machine="EM_X86_64",
     callee_saved=(3, 6, 12, 13, 14, 15), entry_cfa_offset=8,
     sigframes=(S.AMD64_RT,), sigframe_symbols={"__restore_rt": S.AMD64_RT},
+    relative_reloc=8,
     relocations={1: RelocKind("R_X86_64_64", 8), 2: RelocKind("R_X86_64_PC32", 4, True), 10: RelocKind("R_X86_64_32", 4),
                  11: RelocKind("R_X86_64_32S", 4), 24: RelocKind("R_X86_64_PC64", 8, True)})
 
@@ -91,6 +93,7 @@ def _aarch64(name: str, title: str, sframe_abi: F.ABI, big_endian: bool) -> ABII
                    pointer_auth=True, elf_machine="EM_AARCH64", aliases={29: ("fp",), 30: ("lr",)},
                    callee_saved=tuple(range(19, 29)), sigframes=(S.AARCH64_RT,),
                    sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT},
+                   relative_reloc=1027,
                    relocations={257: RelocKind("R_AARCH64_ABS64", 8), 258: RelocKind("R_AARCH64_ABS32", 4),
                                 260: RelocKind("R_AARCH64_PREL64", 8, True), 261: RelocKind("R_AARCH64_PREL32", 4, True)})
 
@@ -113,6 +116,7 @@ S390X = ABIInfo(
     sigframes=(S.S390X_RT, S.S390X_NONRT),
     sigframe_symbols={"__kernel_rt_sigreturn": S.S390X_RT, "__restore_rt": S.S390X_RT,
                       "__kernel_sigreturn": S.S390X_NONRT, "__restore": S.S390X_NONRT},
+    relative_reloc=12,
     relocations={4: RelocKind("R_390_32", 4), 5: RelocKind("R_390_PC32", 4, True), 22: RelocKind("R_390_64", 8),
                  23: RelocKind("R_390_PC64", 8, True)})
 

@@ -132,6 +132,7 @@ class SectionHeader(NamedTuple):
 
 
 SHT_NOBITS = 8
+_SHT_RELA = 4
 SHF_COMPRESSED = 0x800
 _SHDR = {64: "IIQQQQIIQQ", 32: "IIIIIIIIII"}    # name type flags addr offset size link info addralign entsize
 _CHDR = {64: ("IIQQ", 24), 32: ("III", 12)}     # ch_type (ch_reserved) ch_size ch_addralign
@@ -411,6 +412,8 @@ class ElfImage:
         self._section_addrs: Dict[str, int] = {}
         for sec, addr in zip(sections, self._addrs):
             self._section_addrs.setdefault(sec.name, addr)
+        self._dyn_relas = [(sec.offset, sec.size) for sec in sections
+                           if sec.type == _SHT_RELA and sec.flags & SHF_ALLOC and not self.relocatable]
         self._placed = [(addr, sec.size, sec.name, sec.offset if sec.type != SHT_NOBITS else None)
                         for sec, addr in zip(sections, self._addrs)
                         if self.relocatable and sec.flags & SHF_ALLOC and sec.size]
@@ -645,6 +648,7 @@ class ElfImage:
                 spans.append((start, fh.read(filesz)))
         spans.sort()
         starts = [s for s, _data in spans]
+        self._relative_relocations(spans, starts)
 
         def read(addr: int, size: int) -> Optional[bytes]:
             k = bisect.bisect_right(starts, addr) - 1
@@ -654,6 +658,37 @@ class ElfImage:
             lo = addr - start
             return data[lo:lo + size] if 0 <= lo and lo + size <= len(data) else None
         return read
+
+    def _relative_relocations(self, spans, starts) -> None:
+        """Set the words the dynamic loader sets to base + addend (R_*_RELATIVE of .rela.dyn) to
+        their addend, as at base 0: a table of code addresses (GCC's computed gotos in a PIE)
+        then reads as its code addresses.  (RELR and REL keep the addend in the word already.)"""
+        from ..arch import abi as abimod
+        abi = abimod.for_elf(self.machine, self.big_endian)
+        if abi is None:
+            return
+        rtype = abi.relative_reloc
+        wide = self.elfclass == 64
+        fmt = ("<>"[self.big_endian]) + ("QQq" if wide else "IIi")
+        entsize, word = (24, "Q") if wide else (12, "I")
+        patched: Dict[int, bytearray] = {}
+        with open(self.path, "rb") as fh:
+            for offset, size in self._dyn_relas:
+                fh.seek(offset)
+                data = fh.read(size)
+                for at in range(0, len(data) - entsize + 1, entsize):
+                    r_offset, info, addend = struct.unpack_from(fmt, data, at)
+                    if (info & 0xFFFFFFFF if wide else info & 0xFF) != rtype:
+                        continue
+                    k = bisect.bisect_right(starts, r_offset) - 1
+                    if k < 0:
+                        continue
+                    lo = r_offset - spans[k][0]
+                    if 0 <= lo and lo + entsize // 3 <= len(spans[k][1]):
+                        buf = patched.setdefault(k, bytearray(spans[k][1]))
+                        struct.pack_into(fmt[0] + word, buf, lo, addend & (2 ** (8 * (entsize // 3)) - 1))
+        for k, buf in patched.items():
+            spans[k] = (spans[k][0], bytes(buf))
 
     def file_bytes(self, vaddr: int, size: int) -> Optional[bytes]:
         """Bytes at link-time address vaddr..vaddr+size from the file's PT_LOAD segments (a

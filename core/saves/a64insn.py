@@ -9,8 +9,9 @@ saves a register nor moves SP; every encoding that can write SP is recognised as
 unknown word of the branch group counts as a jump that may go anywhere.
 """
 
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
+from . import jumptables
 from .flow import Flow, Op
 
 SP, FP = 31, 29
@@ -178,8 +179,143 @@ def _logical_imm(word):
     return (word >> 23) & 0x3F == 0b100100 and (word >> 29) & 3 != 3
 
 
-def words(code: bytes, start: int) -> Optional[list]:
-    """The Ops of a function's code (little-endian words), or None if its size is not whole words."""
+def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=False) -> Optional[list]:
+    """The Ops of a function's code (little-endian words), or None if its size is not whole words.
+    With `read(addr, size)` (the program's data), a `br` through a jump table goes to its targets
+    (core.saves.jumptables; `kept`: the registers a call preserves, `sp_at`: SFrame's CFA - SP)."""
     if len(code) % 4:
         return None
-    return [decode(int.from_bytes(code[k:k + 4], "little"), start + k) for k in range(0, len(code), 4)]
+    raw = [int.from_bytes(code[k:k + 4], "little") for k in range(0, len(code), 4)]
+    out = [decode(w, start + 4 * k) for k, w in enumerate(raw)]
+    if read is not None:
+        tables = jump_tables(raw, out)
+        for k, targets in jumptables.resolve(out, tables, read, kept, sp_at or (lambda addr: None),
+                                             big_endian).items():
+            out[k] = out[k]._replace(targets=targets)
+    return out
+
+
+# -- jump tables (core.saves.jumptables) -----------------------------------------------------------
+
+_WINDOW = 8
+
+
+def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
+    """{index of a `br`: its jumptables.Table} for GCC's two shapes of jump table:
+
+        adrp/add xB, table (or adr xB)              adrp/add xB, table
+        ldrb|ldrh|ldr wE, [xB, wI, uxtw #s]         ldr xT, [xB, xI, lsl #3]
+        adr  xA, anchor                             br  xT
+        add  xT, xA, wE, sxtb|sxth|sxtw #2
+        br   xT
+
+    a `switch` (entries: words from the anchor, the count from the bound check when it is there)
+    and a table of label addresses (GCC's computed goto; absolute addresses, which the reader
+    gives as the loader leaves them).  Other instructions may stand in between, writing none of
+    the registers the shape uses."""
+    found: Dict[int, jumptables.Table] = {}
+    defs_of: Dict[int, Dict[int, int]] = {}
+    for k, op in enumerate(out):
+        w = words[k]
+        if op.flow is not Flow.INDIRECT or w & 0xFFFFFC1F != 0xD61F0000:
+            continue
+        x = (w >> 5) & 31
+        a = _last_write(out, k, (x,))
+        if a is None:
+            continue
+        wa = words[a]
+        load = _register_load(wa)
+        if load is not None and load[0] == x and load[3] == 3:
+            _rt, base, _index, _size, signed = load
+            defs = defs_of.setdefault(base, _constant_defs(words, out, base))
+            found[k] = jumptables.Table(a, base, defs, 8, False, absolute=True)
+            continue
+        if wa & 0xFFE00000 != 0x8B200000 or wa & 31 != x:          # ADD (extended register), 64-bit
+            continue
+        rn, rm, option, shift = (wa >> 5) & 31, (wa >> 16) & 31, (wa >> 13) & 7, (wa >> 10) & 7
+        if option not in (0, 1, 2, 4, 5, 6) or shift > 4:
+            continue
+        i_adr, i_load = _last_write(out, a, (rn,)), _last_write(out, a, (rm,))
+        if i_adr is None or i_load is None or i_adr == i_load:
+            continue
+        anchor = _adr(words[i_adr], out[i_adr].addr)
+        load = _register_load(words[i_load])
+        if anchor is None or anchor[0] != rn or load is None or load[0] != rm or load[3] == 3:
+            continue
+        _rt, base, index, size, signed = load
+        defs = defs_of.setdefault(base, _constant_defs(words, out, base))
+        found[k] = jumptables.Table(i_load, base, defs, 1 << size, signed or option >= 4, anchor=anchor[1],
+                                    shift=shift, entries=_bound(words, out, i_load, index), since=min(i_adr, i_load))
+    return found
+
+
+def _last_write(out: List[Op], j: int, regs) -> Optional[int]:
+    """The last instruction before j, in a straight line within the window, that writes one of
+    `regs` (or is not straight-line code: the caller then finds it is not the one it wants)."""
+    for i in range(j - 1, max(j - 1 - _WINDOW, -1), -1):
+        op = out[i]
+        if op.writes_all or op.flow is not Flow.NEXT or any(r in op.writes for r in regs) \
+                or any(load[0] in regs for load in op.loads):
+            return i
+    return None
+
+
+def _register_load(w: int):
+    """(Rt, Rn, Rm, log2 size, signed) of LDR/LDRB/LDRH/LDRSB/LDRSH/LDRSW (register offset) whose
+    index is scaled by the size, else None."""
+    if w & 0x3B200C00 != 0x38200800 or (w >> 26) & 1:
+        return None
+    size, opc, option, scaled = w >> 30, (w >> 22) & 3, (w >> 13) & 7, (w >> 12) & 1
+    if opc == 0 or option not in (2, 3, 6, 7) or (size and not scaled) or (size == 3 and opc != 1):
+        return None
+    return w & 31, (w >> 5) & 31, (w >> 16) & 31, size, opc >= 2
+
+
+def _adr(w: int, addr: int) -> Optional[Tuple[int, int]]:
+    """(Rd, address) of ADR, else None."""
+    if w & 0x9F000000 != 0x10000000:
+        return None
+    return w & 31, addr + _sext(((w >> 5) & 0x7FFFF) << 2 | (w >> 29) & 3, 21)
+
+
+def _constant_defs(words: List[int], out: List[Op], reg: int) -> Dict[int, int]:
+    """{index: address} of the instructions that put an address in `reg`: `adr`, or `add #imm`
+    on a register an `adrp` just set (its page)."""
+    defs = {}
+    for i, w in enumerate(words):
+        got = _adr(w, out[i].addr)
+        if got is not None and got[0] == reg:
+            defs[i] = got[1]
+        elif w & 0xFF800000 == 0x91000000 and w & 31 == reg:                  # ADD (immediate), 64-bit
+            src = (w >> 5) & 31
+            j = _last_write(out, i, (src,))
+            page = words[j] if j is not None else 0
+            if j is not None and page & 0x9F000000 == 0x90000000 and page & 31 == src:
+                base = (out[j].addr & ~0xFFF) + (_sext(((page >> 5) & 0x7FFFF) << 2 | (page >> 29) & 3, 21) << 12)
+                defs[i] = base + (((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0))
+    return defs
+
+
+def _bound(words: List[int], out: List[Op], i_load: int, index: int) -> Optional[int]:
+    """The table's entries where the bound check on `index` is plain: `cmp wI, #n` then `b.hi`
+    or `b.hs` away just before the load, or `b.ls`/`b.lo` to it; None where it is not found."""
+    def cmp_imm(j):
+        w = words[j] if 0 <= j else 0
+        if w & 0x7F80001F == 0x7100001F and (w >> 5) & 31 == index:     # SUBS wzr/xzr, wI/xI, #imm
+            return ((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)
+        return None
+    for j in range(i_load - 1, max(i_load - 1 - _WINDOW, -1), -1):
+        w = words[j]
+        if w & 0xFF000010 == 0x54000000 and w & 0xF in (2, 8):               # b.hs / b.hi away
+            n = cmp_imm(j - 1)
+            return None if n is None else n + (1 if w & 0xF == 8 else 0)
+        if out[j].flow is not Flow.NEXT or index in out[j].writes or any(ld[0] == index for ld in out[j].loads):
+            break
+    addr = out[i_load].addr
+    for j, op in enumerate(out):
+        w = words[j]
+        if op.target == addr and w & 0xFF000010 == 0x54000000 and w & 0xF in (3, 9):   # b.lo / b.ls to it
+            n = cmp_imm(j - 1)
+            if n is not None:
+                return n + (1 if w & 0xF == 9 else 0)
+    return None

@@ -91,7 +91,7 @@ class FlowFunction:
 class A64Function(FlowFunction):
     @staticmethod
     def decode(abi, code, start, read=None, sp_at=None):
-        return a64insn.words(code, start)
+        return a64insn.words(code, start, read, frozenset(abi.callee_saved) | {abi.sp}, sp_at, abi.big_endian)
 
 
 class S390Function(FlowFunction):

@@ -261,4 +261,18 @@ def words(code: bytes, start: int, fpr_dwarf) -> Optional[List[Op]]:
         else:
             ops.append(decode(code[pos:pos + n], start + pos, fpr_dwarf))
         pos += n
+    return _traps(ops, code, start)
+
+
+def _traps(ops: List[Op], code: bytes, start: int) -> List[Op]:
+    """GCC's trap (`__builtin_trap`, `__builtin_unreachable` checks) branches into the middle of
+    an instruction whose second halfword starts with 0x00, an invalid opcode: the branch goes
+    nowhere in the function (a jump stops; a conditional branch only falls through)."""
+    starts = {op.addr for op in ops}
+    end = start + len(code)
+    for k, op in enumerate(ops):
+        t = op.target
+        if op.flow in (Flow.BRANCH, Flow.JUMP) and t is not None and start <= t < end and t not in starts \
+                and t % 2 == 0 and code[t - start] == 0:
+            ops[k] = op._replace(flow=Flow.NEXT if op.flow is Flow.BRANCH else Flow.STOP, target=None)
     return ops

@@ -23,6 +23,7 @@ by core.saves.x86insn becomes an Op:
 
 from typing import List, Optional, Tuple
 
+from . import jumptables
 from . import x86insn as X
 from .flow import Flow, Op
 
@@ -136,59 +137,27 @@ def ops(code: bytes, start: int, read=None, kept=(), sp_at=None) -> Optional[Lis
     return out
 
 
-MAX_TABLE = 4096
-MAX_BASES = 4
-_ROUNDS = 6
-
-
 def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at) -> dict:
     """{index of an indirect jump: its targets} for the jumps through GCC's and Clang's
-    position-independent jump tables:
+    position-independent jump tables (32-bit entries, offsets from the table's start):
 
-        lea    table(%rip), %rB     (on every path to the jump)
+        lea    table(%rip), %rB     (on every path to the jump: core.saves.jumptables)
         movslq (%rB,%rI,4), %rA
         add    %rB, %rA             (or: add %rA, %rB and jmp *%rB)
         jmp    *%rA
 
-    (with other instructions in between that leave those registers alone, and no path coming in
-    after the movslq).
-    Which tables %rB holds comes from a data flow of that register over the function's paths,
-    and the paths depend on the tables' targets: the tables are found again until they no longer
-    change (first taking the jumps not yet resolved to go nowhere, then anywhere SFrame allows),
-    so the answer is one the whole function agrees with.  A table's 32-bit entries are offsets
-    from its start; its length is not read from the bound check: entries are taken while each
-    lands on an instruction of the function, so every real one is among them (a word after the
-    table that happens to land on one only adds a target: an answer UNKNOWN, never wrong)."""
-    patterns = {k: p for k in range(3, len(out)) if out[k].flow is Flow.INDIRECT
-                for p in [_table_pattern(code, start, out, k)] if p is not None}
-    if not patterns:
-        return {}
-    starts = {op.addr for op in out}
-    branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
-    found: dict = {}
-    for round_ in range(_ROUNDS):
-        new = {}
-        landing = branched_to.union(*found.values())
-        for k, (n, reg, leas) in patterns.items():
-            if any(out[i].addr in landing for i in range(n + 1, k + 1)):
-                continue          # a path comes in after the table's entry is loaded
-            tables = _bases_before(out, n, reg, leas, kept, sp_at, found, optimistic=round_ == 0)
-            targets = _read_tables(tables, read, starts) if tables else None
-            if targets is not None:
-                new[k] = targets
-        if round_ > 0 and new == found:
-            return found
-        found = new
-    return {}                     # no agreement: every indirect jump goes anywhere SFrame allows
+    with other instructions in between that leave those registers alone."""
+    tables = {k: t for k in range(3, len(out)) if out[k].flow is Flow.INDIRECT
+              for t in [_table_pattern(code, start, out, k)] if t is not None}
+    return jumptables.resolve(out, tables, read, kept, sp_at)
 
 
 _WINDOW = 8
 
 
 def _table_pattern(code: bytes, start: int, out: List[Op], k: int):
-    """(index of the movslq, DWARF number of %rB, {index of an instruction: the table it puts
-    in %rB}) where out[k] ends the pattern (other instructions may stand in between, writing
-    none of its registers), else None."""
+    """The jumptables.Table where out[k] ends the pattern (other instructions may stand in
+    between, writing none of its registers), else None."""
     def raw(j):
         op = out[j]
         return code[op.addr - start:op.addr - start + op.length]
@@ -227,70 +196,13 @@ def _table_pattern(code: bytes, start: int, out: List[Op], k: int):
         if len(lea) == 7 and lea[0] & 0xFB == 0x48 and lea[1] == 0x8D and lea[2] & 0xC7 == 0x05 \
                 and ((lea[2] >> 3) & 7 | (lea[0] >> 2 & 1) << 3) == base:
             leas[j] = op.addr + 7 + int.from_bytes(lea[3:7], "little", signed=True)
-    return n, _D[base], leas
-
-
-def _read_tables(tables, read, starts) -> Optional[Tuple[int, ...]]:
-    targets: List[int] = []
-    for table in tables:
-        for n in range(MAX_TABLE):
-            try:
-                word = read(table + 4 * n, 4)
-            except Exception:
-                word = None
-            if word is None or len(word) < 4:
-                break
-            target = table + int.from_bytes(bytes(word[:4]), "little", signed=True)
-            if target not in starts:
-                break
-            targets.append(target)
-    return tuple(sorted(set(targets))) if targets else None
-
-
-def _bases_before(out: List[Op], k: int, reg: int, leas: dict, kept, sp_at, found: dict,
-                  optimistic: bool) -> Optional[frozenset]:
-    """The table addresses `reg` holds before out[k] on every path from the function's entry: a
-    RIP-relative lea into it sets it; any other write, a call that does not keep it, or the
-    entry leave it unknown.  None where some path brings anything else.  An indirect jump goes to
-    its targets in `found`, else nowhere (`optimistic`) or anywhere SFrame's CFA allows."""
-    n = len(out)
-    where = {op.addr: i for i, op in enumerate(out)}
-    top = frozenset([-1])
-    states: List[Optional[frozenset]] = [None] * n
-    states[0] = top
-    work = [0]
-    while work:
-        i = work.pop()
-        state, op = states[i] or top, out[i]
-        if reg in op.writes or op.writes_all or any(load[0] == reg for load in op.loads):
-            state = frozenset([leas[i]]) if i in leas else top
-        if op.flow is Flow.CALL and reg not in kept:
-            state = top
-        succ: List[int] = []
-        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL) and i + 1 < n:
-            succ.append(i + 1)
-        if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
-            succ.append(where[op.target])
-        if op.flow is Flow.INDIRECT:
-            if i in found:
-                succ.extend(where[t] for t in found[i])
-            elif not optimistic:
-                sp = sp_at(op.addr)
-                succ.extend(j for j in range(n) if not out[j].nop and (sp is None or sp_at(out[j].addr) in (None, sp)))
-        for j in succ:
-            old = states[j]
-            new = state if old is None else old | state
-            if top & new or len(new) > MAX_BASES:
-                new = top
-            if new != old:
-                states[j] = new
-                work.append(j)
-    got = states[k]
-    return None if got is None or got & top else got
+    return jumptables.Table(n, _D[base], leas, size=4, signed=True)
 
 
 def _reg_only(raw: bytes, opcode: int) -> Optional[Tuple[int, int]]:
     """(reg field, r/m register) of `[REX] opcode modrm` with a register operand (mod 3), else None."""
+    if raw[:1] == b"\x3e":
+        raw = raw[1:]                  # notrack (CET): jmp *%reg through a jump table
     rex = raw[0] if raw and 0x40 <= raw[0] <= 0x4F else 0
     body = raw[1:] if rex else raw
     if len(body) != 2 or body[0] != opcode or body[1] >> 6 != 3:

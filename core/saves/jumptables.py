@@ -1,0 +1,132 @@
+"""Where an indirect jump through a jump table can go: its table's targets, read from the program,
+instead of "anywhere SFrame's CFA allows" (which merges every case of a `switch` with the code
+before the saves and after the restores, and leaves the registers UNKNOWN there).
+
+The ISA decoders (core.saves.x86flow, core.saves.a64jumps) recognise the instructions that load a
+table entry and jump, and say so as a `Table`: which instruction reads the entry, which register
+holds the table's address, and which instructions put an address there.  What that register
+holds on every path comes from a small data flow of that one register (`_bases_before`); the
+paths depend on the tables' targets, so the tables are found again until they no longer change
+(first with the jumps not yet resolved going nowhere, then anywhere SFrame allows), and the
+answer is one the whole function agrees with.  A path that comes in between the entry's load and
+the jump, a register that may hold anything else, or no agreement: no targets, so "anywhere".
+
+A table's length is not taken from the bound check unless the decoder read it (`entries`):
+entries are taken while each lands on an instruction of the function, so every real one is
+among them; an entry read past the table that happens to land on one only adds a target (an
+answer UNKNOWN, never wrong).
+"""
+
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+
+from .flow import Flow, Op
+
+MAX_TABLE = 4096
+MAX_BASES = 4          # tables one register may hold at a jump (GCC's cross-jumped switches)
+_ROUNDS = 6
+
+
+class Table(NamedTuple):
+    """A jump through a table, as the ISA decoder recognised it."""
+    load: int                     # index of the instruction that reads the entry
+    base: int                     # DWARF register holding the table's address there
+    defs: Dict[int, int]          # index of an instruction -> the table address it puts in `base`
+    size: int                     # bytes per entry
+    signed: bool
+    anchor: Optional[int] = None  # target = anchor + (entry << shift); None: the table's own address
+    shift: int = 0
+    entries: Optional[int] = None  # how many, where the bound check says
+    absolute: bool = False        # entries are the targets themselves (a table of label addresses)
+    since: Optional[int] = None   # the shape's first instruction, if before `load`: no path may come in after it
+
+
+def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable[[int], Optional[int]],
+            big_endian: bool = False) -> Dict[int, Tuple[int, ...]]:
+    """{index of an indirect jump in `out`: its targets} for the `tables` (by jump index) that
+    resolve.  `kept`: the DWARF registers a call preserves; `sp_at(addr)`: SFrame's CFA - SP."""
+    if not tables:
+        return {}
+    starts = {op.addr for op in out}
+    branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
+    found: Dict[int, Tuple[int, ...]] = {}
+    for round_ in range(_ROUNDS):
+        new = {}
+        landing = branched_to.union(*found.values())
+        for k, t in tables.items():
+            first = t.load if t.since is None else min(t.since, t.load)
+            if any(out[i].addr in landing for i in range(first + 1, k + 1)):
+                continue          # a path comes in after the table's entry is loaded
+            bases = _bases_before(out, t.load, t.base, t.defs, kept, sp_at, found, optimistic=round_ == 0)
+            targets = _read(t, bases, read, starts, big_endian) if bases else None
+            if targets is not None:
+                new[k] = targets
+        if round_ > 0 and new == found:
+            return found
+        found = new
+    return {}
+
+
+def _read(t: Table, bases, read, starts, big_endian) -> Optional[Tuple[int, ...]]:
+    targets: List[int] = []
+    for table in bases:
+        for n in range(MAX_TABLE if t.entries is None else min(t.entries, MAX_TABLE)):
+            try:
+                word = read(table + t.size * n, t.size)
+            except Exception:
+                word = None
+            if word is None or len(word) < t.size:
+                if t.entries is not None:
+                    return None                       # the table the bound check says is not all there
+                break
+            entry = int.from_bytes(bytes(word[:t.size]), "big" if big_endian else "little", signed=t.signed)
+            target = entry if t.absolute else (table if t.anchor is None else t.anchor) + (entry << t.shift)
+            if target not in starts:
+                if t.entries is not None:
+                    return None
+                break
+            targets.append(target)
+    return tuple(sorted(set(targets))) if targets else None
+
+
+def _bases_before(out: List[Op], k: int, reg: int, defs: Dict[int, int], kept, sp_at, found: dict,
+                  optimistic: bool) -> Optional[frozenset]:
+    """The table addresses `reg` holds before out[k] on every path from the function's entry: an
+    instruction of `defs` sets it; any other write, a call that does not keep it, or the entry
+    leave it unknown.  None where some path brings anything else.  An indirect jump goes to its
+    targets in `found`, else nowhere (`optimistic`) or anywhere SFrame's CFA allows."""
+    n = len(out)
+    where = {op.addr: i for i, op in enumerate(out)}
+    top = frozenset([-1])
+    states: List[Optional[frozenset]] = [None] * n
+    states[0] = top
+    work = [0]
+    while work:
+        i = work.pop()
+        state, op = states[i] or top, out[i]
+        if i in defs:
+            state = frozenset([defs[i]])
+        elif reg in op.writes or op.writes_all or any(load[0] == reg for load in op.loads):
+            state = top
+        if op.flow is Flow.CALL and reg not in kept:
+            state = top
+        succ: List[int] = []
+        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and i + 1 < n:
+            succ.append(i + 1)
+        if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
+            succ.append(where[op.target])
+        if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+            if i in found:
+                succ.extend(where[t] for t in found[i])
+            elif not optimistic:
+                sp = sp_at(op.addr)
+                succ.extend(j for j in range(n) if not out[j].nop and (sp is None or sp_at(out[j].addr) in (None, sp)))
+        for j in succ:
+            old = states[j]
+            new = state if old is None else old | state
+            if top & new or len(new) > MAX_BASES:
+                new = top
+            if new != old:
+                states[j] = new
+                work.append(j)
+    got = states[k]
+    return None if got is None or got & top else got
