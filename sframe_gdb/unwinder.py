@@ -295,6 +295,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if level == 0 or level in self._levels or level in self._given:
             # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
             self._new_unwind()
+        elif level != self._next and (self._ready or self._ahead):
+            # GDB skipped a level (an inline frame's, which its own unwinder made): the answers
+            # prepared for the levels from here on counted them without it, so each is another
+            # frame's (and those below are done with: GDB asks each level once, innermost first).
+            self._ready.clear()
+            self._ahead.clear()
         self._next = None
         ms = plugin.tracker.current()
         if ms is None:                    # nothing loaded has SFrame

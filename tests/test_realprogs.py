@@ -1,12 +1,16 @@
 """The save-slot analysis on real programs (tests/realprogs.py: Lua and zstd from Debian's source
 packages, built with every toolchain at test time), graded against the compiler's DWARF CFI at
-every instruction by `sframe check --registers`.
+every instruction by `sframe check --registers`; and GDB with the plugin at a deep stop in Lua,
+against GDB's own DWARF unwinder (`sframe verify`).
 
 No wrong place on any of them, ever (the first rule).  The unknown places are held to what is
 measured here, both ways: more is a regression, fewer means the baseline is to be lowered (and
 the note of the change says by how much).  Issue 28's target is 99.9 % proved everywhere; the
 baseline says where each build stands.
 """
+
+import re
+import shutil
 
 import pytest
 import realprogs as RP
@@ -58,3 +62,36 @@ def test_registers_against_the_cfi(program):
         t[Verdict.UNKNOWN], unknown)
     assert t[Verdict.UNKNOWN] >= unknown - noise, "fewer unknown places than measured: %d, baseline %d: lower it" % (
         t[Verdict.UNKNOWN], unknown)
+
+
+# A deep stop in Lua's recursive-descent parser: 40 nested parentheses, each a few C frames
+# (subexpr, simpleexp, suffixedexp, primaryexp, ...); the 70th call of luaX_next is inside them.
+DEEP_CHUNK = "return " + "(" * 40 + "1" + ")" * 40
+_VERIFY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)
+_VERIFY_REGS = re.compile(r"^sframe verify: callee-saved registers: (\d+) equal, (\d+) not recovered, "
+                          r"(\d+) different$", re.M)
+
+
+@pytest.mark.parametrize("gdb,tc", [("gdb13", "host"), ("gdb18", "sid")])
+def test_gdb_verify_at_a_deep_stop(roots, tmp_path, gdb, tc):
+    """GDB with the plugin at a deep stop in the real Lua and over the next 40 instructions:
+    every frame SFrame unwinds equals GDB's DWARF unwind of it (`sframe verify`), and every
+    callee-saved register the plugin gives a caller equals DWARF's; none different, ever."""
+    from test_gdb import PLUGIN, run_gdb
+    exe = tmp_path / "lua"
+    shutil.copy2(RP.build(tc, "lua"), exe)
+    (tmp_path / "deep.lua").write_text(DEEP_CHUNK + "\n")
+    out = run_gdb(gdb, ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % exe, "break luaX_next",
+                        "ignore 1 70", "run %s" % (tmp_path / "deep.lua"), "bt -frame-info short-location 3",
+                        "sframe verify -steps 40", "kill"], tmp_path, timeout=900)
+    assert "Traceback" not in out and "Python Exception" not in out, out[-3000:]
+    got = _VERIFY.findall(out)
+    regs = _VERIFY_REGS.findall(out)
+    assert len(got) == 1 and len(regs) == 1, out[-4000:]
+    frames, stops, bad = map(int, got[0])
+    equal, missing, different = map(int, regs[0])
+    print("%s %s lua: %d frames at %d stops, %d disagreements; callee-saved: %d equal, %d not recovered, "
+          "%d different" % (gdb, tc, frames, stops, bad, equal, missing, different))
+    assert bad == 0 and different == 0, out[-4000:]
+    assert stops == 41 and frames >= 41 * 40, (frames, stops)           # (the stack is deep at every stop)
+    assert equal > 0
