@@ -79,8 +79,9 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self.plugin = plugin
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
-        self._ahead = {}          # frame level -> its caller (core Frame or Stop), unwound ahead (where not in _ready)
-        self._ready = {}          # frame level -> GDB's answer for it, prepared ahead (see _prepare_all)
+        self._ahead = {}          # chain index -> its caller (core Frame or Stop), unwound ahead (where not in _ready)
+        self._ready = {}          # chain index -> GDB's answer for it, prepared ahead (see _prepare_all)
+        self._shift = 0           # GDB level - chain index: the inline frames GDB put between ours
         self._given = {}          # frame level -> the Answer GDB took (stands for the level's records)
         self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
         self._chunk = None        # how many frames to unwind ahead next (None: core.unwind.ahead.FIRST_CHUNK)
@@ -118,6 +119,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._levels = {}
         self._ahead = {}
         self._ready = {}
+        self._shift = 0
         self._given = {}
         self._next = None
         self._chunk = None
@@ -247,7 +249,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             if level == self._next:
                 # The hot path: GDB asks for the caller of a frame this unwinder gave it, and the
                 # answer was prepared when the frames were unwound ahead (_give, inlined).
-                ready = self._ready.get(level)
+                ready = self._ready.get(level - self._shift)
                 if ready is not None:
                     ui = pf.create_unwind_info(ready)
                     deque(map(ui.add_saved_register, ready[4], ready[5]), 0)
@@ -296,11 +298,18 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
             self._new_unwind()
         elif level != self._next and (self._ready or self._ahead):
-            # GDB skipped a level (an inline frame's, which its own unwinder made): the answers
-            # prepared for the levels from here on counted them without it, so each is another
-            # frame's (and those below are done with: GDB asks each level once, innermost first).
-            self._ready.clear()
-            self._ahead.clear()
+            # GDB did not ask about the levels since the last answer: its inline-frame unwinder
+            # put frames there (with the registers of the frame this unwinder gave it, which GDB
+            # now shows at `level`).  The answers prepared ahead go on from that frame, GDB's
+            # levels shifted; if it is some other frame, they are another stack's.
+            if self._next is not None and level > self._next and self._same_frame(pf, level):
+                self._shift += level - self._next
+                ready = self._ready.get(level - self._shift)
+                if ready is not None:
+                    return self._give(pf, level, ready)
+            else:
+                self._ready.clear()
+                self._ahead.clear()
         self._next = None
         ms = plugin.tracker.current()
         if ms is None:                    # nothing loaded has SFrame
@@ -340,6 +349,17 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved,
                    symbolize=symbol_at)
         return self._answer(pf, arch, abi, level, pc, res, found)
+
+    def _same_frame(self, pf, level):
+        """Is the pending frame at `level` the caller this unwinder gave GDB at the last level it
+        answered (same PC and SP)?"""
+        given = self._given.get(self._next - 1)
+        arch = self._arch(pf)
+        if given is None or arch is None:
+            return False
+        caller = given[2]
+        pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(arch.pc))) & MASK64
+        return pc == caller.pc and int(pf.read_register(arch.sp)) & MASK64 == caller.sp
 
     def _verdict(self, ms, arch, level, pc, full):
         """((index, module), ABIInfo, full) if this unwinder takes the frame at `level`, else
@@ -382,12 +402,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         verdict = self._chain_verdict(ms, arch, abi, level, pc)
         if isinstance(verdict[0], str):
             return self._decline(level, pc, *verdict)
-        ready = self._ready.get(level)
+        ready = self._ready.get(level - self._shift)
         if ready is None:
-            res = self._ahead.get(level)
+            res = self._ahead.get(level - self._shift)
             if res is None:
                 res = self._unwind_ahead(pf, ms, level, frame, arch, abi)
-            ready = self._ready.get(level)
+            ready = self._ready.get(level - self._shift)
             if ready is None:
                 return self._answer(pf, arch, abi, level, pc, res, verdict[0])
         return self._give(pf, level, ready)
@@ -421,9 +441,9 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             got = walker.walk(frame, chunk, go_on=go_on, increasing=False)
             self._chunk = next_chunk(chunk)
             if not self.plugin.debug:
-                self._prepare_all(pf, arch, abi, level, frame.pc, got)
+                self._prepare_all(pf, arch, abi, level - self._shift, frame.pc, got)
             else:
-                self._ahead.update(enumerate(got, level))
+                self._ahead.update(enumerate(got, level - self._shift))
         finally:
             if collecting:
                 gc.enable()
@@ -504,8 +524,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
                 level, pc, res.method.value, res.cfa, res.pc, res.sp,
                 "" if res.fp is None else " fp %#x" % res.fp, module.path))
-        self._prepare_all(pf, arch, abi, level, pc, [res])
-        return self._give(pf, level, self._ready[level])
+        self._prepare_all(pf, arch, abi, level - self._shift, pc, [res])
+        return self._give(pf, level, self._ready[level - self._shift])
 
     def _outermost(self, pf, arch, level, pc, found, stop):
         """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
