@@ -949,16 +949,16 @@ def test_a64_jump_table_and_tail_call():
     assert unknown(at(0xc)[19]) and at(0xc)[21] == U
 
 
-def _a64_with_data(code, rows, data):
-    """flow_analyse for AArch64 with `data` (a jump table) at BASE + 0x40, after the code."""
+def _with_data(code, rows, data, abi_id=F.ABI.AARCH64_ENDIAN_LITTLE):
+    """flow_analyse with `data` (a jump table) at BASE + 0x40, after the code."""
     frows = [Row(r[0], tuple(r[1])) for r in rows]
-    data_ = build(2, F.ABI.AARCH64_ENDIAN_LITTLE, [Func(BASE, len(code), frows)], section_addr=BASE - 0x1000)
+    data_ = build(2, abi_id, [Func(BASE, len(code), frows)], section_addr=BASE - 0x1000)
     index = SFrameIndex(data_, BASE - 0x1000)
     image = code + b"\0" * (0x40 - len(code)) + data
 
     def read(addr, size):
         return image[addr - BASE:addr - BASE + size] if BASE <= addr and addr + size <= BASE + len(image) else None
-    abi = abimod.info(F.ABI.AARCH64_ENDIAN_LITTLE)
+    abi = abimod.info(abi_id)
     return lambda off: S.at(abi, index, index.lookup(BASE + off), read, lambda addr: ("f", 0))
 
 
@@ -982,17 +982,17 @@ def test_a64_switch_table():
                0x910083ff,   # 34: add sp, sp, #32
                0xd65f03c0)   # 38: ret
     rows = [(0, (0,)), (4, (32,)), (0x38, (0,))]
-    at = _a64_with_data(code, rows, bytes([0, 2, 0xFF, 0xFF]))
+    at = _with_data(code, rows, bytes([0, 2, 0xFF, 0xFF]))
     assert at(4)[19] == U and at(8)[19] == saved(-32)
     assert at(0x24)[19] == saved(-32) and at(0x2c)[20] == saved(-24) and at(0x30)[19] == saved(-32)
     assert at(0x38)[19] == U
     # Without the bound check, entries are read while they land on an instruction: the third
     # byte (1: 0x28) adds a path that changes nothing; the fourth (0x40) lands outside.
     bound_gone = code.replace((0x54000108).to_bytes(4, "little"), (0xd503201f).to_bytes(4, "little"))   # nop
-    at = _a64_with_data(bound_gone, rows, bytes([0, 2, 1, 0x40]))
+    at = _with_data(bound_gone, rows, bytes([0, 2, 1, 0x40]))
     assert at(0x24)[19] == saved(-32)
     # An entry that lands between the entry's load and the br: the table is not taken.
-    at = _a64_with_data(bound_gone, rows, bytes([0, 2, 0xFF, 0x40]))
+    at = _with_data(bound_gone, rows, bytes([0, 2, 0xFF, 0x40]))
     assert unknown(at(0x24)[19])
 
 
@@ -1011,11 +1011,11 @@ def test_a64_table_of_label_addresses():
                0xd65f03c0)   # 28: ret
     rows = [(0, (0,)), (4, (32,)), (0x28, (0,))]
     table = b"".join(a.to_bytes(8, "little") for a in (BASE + 0x14, BASE + 0x1c, 0))
-    at = _a64_with_data(code, rows, table)
+    at = _with_data(code, rows, table)
     assert at(0x14)[19] == saved(-32) and at(0x1c)[20] == saved(-24)
     # A table entry on the save (the data cannot be trusted to be a table): the paths meet there.
     table = b"".join(a.to_bytes(8, "little") for a in (BASE + 0x14, BASE + 0x4, 0))
-    at = _a64_with_data(code, rows, table)
+    at = _with_data(code, rows, table)
     assert unknown(at(0x14)[19])
 
 
@@ -1137,6 +1137,50 @@ def test_s390x_prologue_and_epilogue():
     code = bytes.fromhex("b3c1000c" "c0e500000004" "07fe")    # ldgr %f0,%r12 (a leaf parks r12)
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
     assert unknown(at(4)[12]) and at(4)[6] == U
+
+
+def test_s390x_saves_through_a_copy_of_sp():
+    """GCC saves f8-f15 through %r14 = the entry SP - 24 when the frame is large: the register's
+    address in the frame is followed (lgr, aghi), so the std places the save."""
+    code = bytes.fromhex("eb6ff0300024"   # 0: stmg %r6,%r15,48(%r15)
+                         "b90400ef"       # 6: lgr %r14,%r15
+                         "a7fbff48"       # a: aghi %r15,-184
+                         "a7ebffe8"       # e: aghi %r14,-24
+                         "6080e000"       # 12: std %f8,0(%r14): CFA - 160 - 24
+                         "c0e500000004"   # 16: brasl %r14,.+8
+                         "6880f0a0"       # 1c: ld %f8,160(%r15): the same slot
+                         "eb6ff0e80004"   # 20: lmg %r6,%r15,232(%r15)
+                         "07fe")          # 26: br %r14
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,)), (6, (0, -48, -72)), (0xe, (23, -48, -72)),
+                                                     (0x26, (0,))])
+    f8 = abimod.S390X.regnum("f8")
+    assert at(0x12)[f8] == U and at(0x16)[f8] == saved(-184) and at(0x1c)[f8] == saved(-184)
+    assert at(0x20)[f8] == U
+    # %r14 changed by the call: a store through it afterwards is not placed.
+    code2 = code.replace(bytes.fromhex("6880f0a0"), bytes.fromhex("6090e000"))   # 1c: std %f9,0(%r14)
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code2, [(0, (0,)), (6, (0, -48, -72)), (0xe, (23, -48, -72)),
+                                                      (0x26, (0,))])
+    assert unknown(at(0x20)[abimod.S390X.regnum("f9")])
+
+
+def test_s390x_switch_table():
+    """GCC's s390x switch (larl/lg/b 0(x,b)): the branch goes to the table's cases only; going
+    anywhere with the body's CFA, it would also reach the stg at 4, before r6 is saved."""
+    code = bytes.fromhex("a7fbff60"       # 0: aghi %r15,-160
+                         "e360f0d00024"   # 4: stg %r6,208(%r15): CFA - 112
+                         "c0400000001b"   # a: larl %r4,0x40 (the table)
+                         "e35340000004"   # 10: lg %r5,0(%r3,%r4)
+                         "47f45000"       # 16: b 0(%r4,%r5)
+                         "b9040062"       # 1a: lgr %r6,%r2 (case 0)
+                         "a7f40004"       # 1e: j 0x26
+                         "b9040063"       # 22: lgr %r6,%r3 (case 1)
+                         "e360f0d00004"   # 26: lg %r6,208(%r15)
+                         "a7fb00a0"       # 2c: aghi %r15,160
+                         "07fe")          # 30: br %r14
+    table = b"".join(e.to_bytes(8, "big", signed=True) for e in (0x1a - 0x40, 0x22 - 0x40, 0x7FFF0000))
+    at = _with_data(code, [(0, (0,)), (4, (20,)), (0x30, (0,))], table, F.ABI.S390X_ENDIAN_BIG)
+    assert at(4)[6] == U and at(0x1a)[6] == saved(-112) and at(0x22)[6] == saved(-112)
+    assert at(0x30)[6] == U
 
 
 def test_s390x_trap_branch():

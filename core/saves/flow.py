@@ -49,6 +49,7 @@ class Op(NamedTuple):
     clobbers: Tuple[Tuple[int, int, int], ...] = ()   # (base reg, offset, size) of memory it may write otherwise
     nop: bool = False                 # does nothing: alignment padding, never a jump table's target
     targets: Optional[Tuple[int, ...]] = None   # INDIRECT: where it can go, when known (a jump table's)
+    derives: Optional[Tuple[int, int, int]] = None  # (dst, src, imm): dst = src + imm (a copy, an add of a constant)
 
 
 UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), or UNKNOWN
@@ -57,6 +58,7 @@ UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at
 class State(NamedTuple):
     sp: Optional[int]           # CFA - SP, None if not known
     regs: Tuple[object, ...]    # per tracked register: None, CFA offset, or UNKNOWN
+    rel: Tuple[Tuple[int, int], ...] = ()   # (register, k): it holds CFA + k (an address in the frame), sorted
 
 
 def _meet(a: State, b: State) -> State:
@@ -64,7 +66,7 @@ def _meet(a: State, b: State) -> State:
         return a
     sp = a.sp if a.sp == b.sp else None
     regs = tuple(x if x == y else UNKNOWN for x, y in zip(a.regs, b.regs))
-    return State(sp, regs)
+    return State(sp, regs, tuple(sorted(set(a.rel) & set(b.rel))))
 
 
 # rules_at(addr) -> (CFA - SP or None, CFA - FP or None): what SFrame says at an instruction.
@@ -137,6 +139,8 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
         sp = cfa_sp if cfa_sp is not None else state.sp
     regs = list(state.regs)
 
+    rel = dict(state.rel)
+
     def place(base: int, off: Optional[int], below: bool = True) -> Optional[int]:
         """The CFA-relative slot of [base + off] (below the CFA, where a save lies), or None."""
         got: Optional[int] = None
@@ -146,6 +150,8 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             got = off - sp
         elif base == fp_reg and cfa_fp is not None:
             got = off - cfa_fp
+        elif base in rel:
+            got = off + rel[base]
         return got if got is not None and (got < 0 or not below) else None
     _forget_overwritten(op, regs, place)
     for reg, base, off in op.stores:
@@ -167,6 +173,7 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             regs[k] = UNKNOWN                    # changed while not saved: not the caller's any more
     if op.writes_all:
         regs = [UNKNOWN if r is None else r for r in regs]
+    _follow_addresses(op, rel, sp, sp_reg)
     if op.sp is None:
         if op.sp_from_fp is not None and cfa_fp is not None:
             sp = cfa_fp - op.sp_from_fp          # SP = FP + imm: CFA - SP = (CFA - FP) - imm
@@ -174,4 +181,29 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             sp = None
     elif op.sp and sp is not None:
         sp -= op.sp
-    return State(sp, tuple(regs))
+    return State(sp, tuple(regs), tuple(sorted(rel.items())))
+
+
+def _follow_addresses(op: Op, rel: Dict[int, int], sp: Optional[int], sp_reg: int) -> None:
+    """The registers holding an address in the frame (CFA + k) after `op`: set by a copy or an
+    add of a constant to SP or to such a register (s390x saves f8-f15 through one), forgotten
+    when anything else writes them or a call may have."""
+    if op.flow is Flow.CALL or op.writes_all:
+        rel.clear()
+        return
+    new: Optional[int] = None
+    if op.derives is not None:
+        dst, src, imm = op.derives
+        if src == sp_reg and sp is not None:
+            new = imm - sp
+        elif src in rel and src != sp_reg:
+            new = rel[src] + imm
+    for reg in op.writes:
+        rel.pop(reg, None)
+    for load in op.loads:
+        rel.pop(load[0], None)
+    if op.derives is not None:
+        if new is None:
+            rel.pop(op.derives[0], None)
+        else:
+            rel[op.derives[0]] = new

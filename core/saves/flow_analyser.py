@@ -97,7 +97,8 @@ class A64Function(FlowFunction):
 class S390Function(FlowFunction):
     @staticmethod
     def decode(abi, code, start, read=None, sp_at=None):
-        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n))
+        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n), read,
+                              frozenset(abi.callee_saved) | {abi.sp}, sp_at)
 
 
 class X86FlowFunction(FlowFunction):

@@ -11,8 +11,9 @@ A callee-saved register copied into a floating-point register (LDGR: GCC's leaf 
 r6-r13 there) is a save this analysis does not follow: it makes the register unknown.
 """
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
+from . import jumptables
 from .flow import Flow, Op
 
 SP, FP = 15, 11
@@ -230,7 +231,15 @@ def _sp_writes(b, addr, n):
         r1, r2 = b[3] >> 4, b[3] & 0xF
         if r1 == SP:
             return Op(addr, 4, sp=None, sp_from_fp=0 if r2 == FP else None)
-        return Op(addr, 4, fp_from_sp=0 if r1 == FP and r2 == SP else None)
+        return Op(addr, 4, fp_from_sp=0 if r1 == FP and r2 == SP else None, derives=(r1, r2, 0))
+    if n == 4 and first == 0xA7 and b[1] & 0xF == 0xB:                            # AGHI R1,I
+        return Op(addr, 4, derives=(b[1] >> 4, b[1] >> 4, _sext(b[2] << 8 | b[3], 16)))
+    if n == 6 and first == 0xC2 and b[1] & 0xF == 8:                              # AGFI R1,I
+        return Op(addr, 6, derives=(b[1] >> 4, b[1] >> 4, _sext(int.from_bytes(b[2:6], "big"), 32)))
+    if n == 4 and first == 0x41 and not b[1] & 0xF and b[2] >> 4:                # LA R1,D(,B)
+        return Op(addr, 4, derives=(b[1] >> 4, b[2] >> 4, (b[2] & 0xF) << 8 | b[3]))
+    if n == 6 and first == 0xE3 and b[5] == 0x71 and not b[1] & 0xF and b[2] >> 4:   # LAY R1,D(,B)
+        return Op(addr, 6, derives=(b[1] >> 4, b[2] >> 4, _disp20(b)))
     r1 = (b[3] >> 4) if n == 4 and first in (0xB2, 0xB3, 0xB9) else (b[1] >> 4)
     if r1 == SP and not _reads_only(b, n) and not _names_no_register(b, n):
         return Op(addr, n, sp=None)
@@ -248,8 +257,10 @@ def _reads_only(b, n):
     return n == 4 and first in (0x50, 0x42, 0x40, 0x59, 0x55, 0x49)   # ST, STC, STH, C, CL, CH
 
 
-def words(code: bytes, start: int, fpr_dwarf) -> Optional[List[Op]]:
-    """The Ops of a function's code, or None if its last instruction runs past its end."""
+def words(code: bytes, start: int, fpr_dwarf, read=None, kept=(), sp_at=None) -> Optional[List[Op]]:
+    """The Ops of a function's code, or None if its last instruction runs past its end.  With
+    `read(addr, size)` (the program's data), a branch through a jump table goes to its targets
+    (core.saves.jumptables; `kept`: the registers a call preserves, `sp_at`: SFrame's CFA - SP)."""
     ops = []
     pos = 0
     while pos < len(code):
@@ -261,7 +272,12 @@ def words(code: bytes, start: int, fpr_dwarf) -> Optional[List[Op]]:
         else:
             ops.append(decode(code[pos:pos + n], start + pos, fpr_dwarf))
         pos += n
-    return _traps(ops, code, start)
+    ops = _traps(ops, code, start)
+    if read is not None:
+        tables = jump_tables(code, start, ops)
+        for k, targets in jumptables.resolve(ops, tables, read, kept, sp_at or (lambda addr: None), True).items():
+            ops[k] = ops[k]._replace(targets=targets)
+    return ops
 
 
 def _traps(ops: List[Op], code: bytes, start: int) -> List[Op]:
@@ -276,3 +292,87 @@ def _traps(ops: List[Op], code: bytes, start: int) -> List[Op]:
                 and t % 2 == 0 and code[t - start] == 0:
             ops[k] = op._replace(flow=Flow.NEXT if op.flow is Flow.BRANCH else Flow.STOP, target=None)
     return ops
+
+
+# -- jump tables (core.saves.jumptables) -----------------------------------------------------------
+
+_WINDOW = 8
+
+
+def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.Table]:
+    """{index of a branch: its jumptables.Table} for GCC's two shapes of jump table:
+
+        larl %rB, table                      larl %rB, table
+        lg   %rE, 0(%rI,%rB)                 lg   %rT, 0(%rI,%rB)
+        b    0(%rE,%rB)                      br   %rT
+
+    a `switch` (64-bit entries: offsets from the table) and a table of label addresses (GCC's
+    computed goto); other instructions may stand in between, writing none of their registers."""
+    def raw(j):
+        op = ops[j]
+        return code[op.addr - start:op.addr - start + op.length]
+
+    found: Dict[int, jumptables.Table] = {}
+    defs_of: Dict[int, Dict[int, int]] = {}
+    for k, op in enumerate(ops):
+        if op.flow is not Flow.INDIRECT:
+            continue
+        b = raw(k)
+        if len(b) == 4 and b[0] == 0x47 and b[1] >> 4 == 15 and not (b[2] & 0xF) << 8 | b[3]:
+            x, bb = b[1] & 0xF, b[2] >> 4                  # b 0(%rX,%rB): the entry and the table, either way
+            shapes = [(x, bb), (bb, x)] if x and bb else []
+        elif len(b) == 2 and b[0] == 0x07 and b[1] >> 4 == 15:
+            shapes = [(b[1] & 0xF, None)]                  # br %rT
+        else:
+            continue
+        for target_reg, base in shapes:
+            j = _last_write(ops, k, (target_reg,) if base is None else (target_reg, base))
+            if j is None:
+                continue
+            lg = raw(j)
+            if len(lg) != 6 or lg[0] != 0xE3 or lg[5] != 0x04 or lg[1] >> 4 != target_reg or _disp20(lg):
+                continue                                   # lg %rE, 0(%rX,%rB), the table one of X and B
+            pair = {lg[1] & 0xF, lg[2] >> 4} - {0}
+            tables = pair if base is None else pair & {base}
+            if len(tables) != 1 and base is not None:
+                # GCC may load the table's address twice (`larl %r1,T; larl %r2,T`): one register
+                # for the lg, the other for the branch, each set by a larl of the same address.
+                tables = {r for r in pair if _same_larl(code, start, ops, j, r, k, base)}
+            if len(tables) != 1:
+                continue
+            (table_base,) = tables
+            defs = defs_of.setdefault(table_base, _larl_defs(code, start, ops, table_base))
+            found[k] = jumptables.Table(j, table_base, defs, 8, base is not None, absolute=base is None)
+            break
+    return found
+
+
+def _last_write(ops: List[Op], j: int, regs) -> Optional[int]:
+    """The last instruction before j, in a straight line within the window, that writes one of
+    `regs` (or is not straight-line code: the caller then finds it is not the one it wants)."""
+    for i in range(j - 1, max(j - 1 - _WINDOW, -1), -1):
+        op = ops[i]
+        if op.writes_all or op.flow is not Flow.NEXT or any(r in op.writes for r in regs) \
+                or any(load[0] in regs for load in op.loads):
+            return i
+    return None
+
+
+def _same_larl(code: bytes, start: int, ops: List[Op], j: int, reg: int, k: int, other: int) -> bool:
+    """Do `reg` before ops[j] and `other` before ops[k] come from larl's of one address, each the
+    register's last write within the window?"""
+    def larl_before(at, r):
+        i = _last_write(ops, at, (r,))
+        return None if i is None else _larl_defs(code, start, ops[i:i + 1], r).get(0)
+    a = larl_before(j, reg)
+    return a is not None and a == larl_before(k, other)
+
+
+def _larl_defs(code: bytes, start: int, ops: List[Op], reg: int) -> Dict[int, int]:
+    """{index: address} of the `larl %reg, address` of the function."""
+    defs = {}
+    for i, op in enumerate(ops):
+        b = code[op.addr - start:op.addr - start + op.length]
+        if len(b) == 6 and b[0] == 0xC0 and b[1] & 0xF == 0 and b[1] >> 4 == reg:
+            defs[i] = op.addr + 2 * _sext(int.from_bytes(b[2:6], "big"), 32)
+    return defs
