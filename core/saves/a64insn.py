@@ -197,8 +197,6 @@ def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=Fa
 
 # -- jump tables (core.saves.jumptables) -----------------------------------------------------------
 
-_WINDOW = 8
-
 
 def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
     """{index of a `br`: its jumptables.Table} for GCC's two shapes of jump table:
@@ -220,7 +218,7 @@ def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
         if op.flow is not Flow.INDIRECT or w & 0xFFFFFC1F != 0xD61F0000:
             continue
         x = (w >> 5) & 31
-        a = _last_write(out, k, (x,))
+        a = jumptables.last_write(out, k, (x,))
         if a is None:
             continue
         wa = words[a]
@@ -235,7 +233,7 @@ def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
         rn, rm, option, shift = (wa >> 5) & 31, (wa >> 16) & 31, (wa >> 13) & 7, (wa >> 10) & 7
         if option not in (0, 1, 2, 4, 5, 6) or shift > 4:
             continue
-        i_adr, i_load = _last_write(out, a, (rn,)), _last_write(out, a, (rm,))
+        i_adr, i_load = jumptables.last_write(out, a, (rn,)), jumptables.last_write(out, a, (rm,))
         if i_adr is None or i_load is None or i_adr == i_load:
             continue
         anchor = _adr(words[i_adr], out[i_adr].addr)
@@ -247,17 +245,6 @@ def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
         found[k] = jumptables.Table(i_load, base, defs, 1 << size, signed or option >= 4, anchor=anchor[1],
                                     shift=shift, entries=_bound(words, out, i_load, index), since=min(i_adr, i_load))
     return found
-
-
-def _last_write(out: List[Op], j: int, regs) -> Optional[int]:
-    """The last instruction before j, in a straight line within the window, that writes one of
-    `regs` (or is not straight-line code: the caller then finds it is not the one it wants)."""
-    for i in range(j - 1, max(j - 1 - _WINDOW, -1), -1):
-        op = out[i]
-        if op.writes_all or op.flow is not Flow.NEXT or any(r in op.writes for r in regs) \
-                or any(load[0] in regs for load in op.loads):
-            return i
-    return None
 
 
 def _register_load(w: int):
@@ -288,7 +275,7 @@ def _constant_defs(words: List[int], out: List[Op], reg: int) -> Dict[int, int]:
             defs[i] = got[1]
         elif w & 0xFF800000 == 0x91000000 and w & 31 == reg:                  # ADD (immediate), 64-bit
             src = (w >> 5) & 31
-            j = _last_write(out, i, (src,))
+            j = jumptables.last_write(out, i, (src,))
             page = words[j] if j is not None else 0
             if j is not None and page & 0x9F000000 == 0x90000000 and page & 31 == src:
                 base = (out[j].addr & ~0xFFF) + (_sext(((page >> 5) & 0x7FFFF) << 2 | (page >> 29) & 3, 21) << 12)
@@ -304,7 +291,7 @@ def _bound(words: List[int], out: List[Op], i_load: int, index: int) -> Optional
         if w & 0x7F80001F == 0x7100001F and (w >> 5) & 31 == index:     # SUBS wzr/xzr, wI/xI, #imm
             return ((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)
         return None
-    for j in range(i_load - 1, max(i_load - 1 - _WINDOW, -1), -1):
+    for j in range(i_load - 1, max(i_load - 1 - jumptables.WINDOW, -1), -1):
         w = words[j]
         if w & 0xFF000010 == 0x54000000 and w & 0xF in (2, 8):               # b.hs / b.hi away
             n = cmp_imm(j - 1)

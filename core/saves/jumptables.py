@@ -40,6 +40,21 @@ class Table(NamedTuple):
     since: Optional[int] = None   # the shape's first instruction, if before `load`: no path may come in after it
 
 
+WINDOW = 8
+
+
+def last_write(out: List[Op], j: int, regs) -> Optional[int]:
+    """The last instruction before out[j], in a straight line within the window, that writes one
+    of the DWARF registers `regs` (a load into one included), or that is not straight-line code
+    (the decoder then finds it is not the instruction its shape wants); None past the window."""
+    for i in range(j - 1, max(j - 1 - WINDOW, -1), -1):
+        op = out[i]
+        if op.writes_all or op.flow is not Flow.NEXT or any(r in op.writes for r in regs) \
+                or any(load[0] in regs for load in op.loads):
+            return i
+    return None
+
+
 def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable[[int], Optional[int]],
             big_endian: bool = False) -> Dict[int, Tuple[int, ...]]:
     """{index of an indirect jump in `out`: its targets} for the `tables` (by jump index) that

@@ -296,8 +296,6 @@ def _traps(ops: List[Op], code: bytes, start: int) -> List[Op]:
 
 # -- jump tables (core.saves.jumptables) -----------------------------------------------------------
 
-_WINDOW = 8
-
 
 def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.Table]:
     """{index of a branch: its jumptables.Table} for GCC's two shapes of jump table:
@@ -326,7 +324,7 @@ def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.
         else:
             continue
         for target_reg, base in shapes:
-            j = _last_write(ops, k, (target_reg,) if base is None else (target_reg, base))
+            j = jumptables.last_write(ops, k, (target_reg,) if base is None else (target_reg, base))
             if j is None:
                 continue
             lg = raw(j)
@@ -347,22 +345,11 @@ def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.
     return found
 
 
-def _last_write(ops: List[Op], j: int, regs) -> Optional[int]:
-    """The last instruction before j, in a straight line within the window, that writes one of
-    `regs` (or is not straight-line code: the caller then finds it is not the one it wants)."""
-    for i in range(j - 1, max(j - 1 - _WINDOW, -1), -1):
-        op = ops[i]
-        if op.writes_all or op.flow is not Flow.NEXT or any(r in op.writes for r in regs) \
-                or any(load[0] in regs for load in op.loads):
-            return i
-    return None
-
-
 def _same_larl(code: bytes, start: int, ops: List[Op], j: int, reg: int, k: int, other: int) -> bool:
     """Do `reg` before ops[j] and `other` before ops[k] come from larl's of one address, each the
     register's last write within the window?"""
     def larl_before(at, r):
-        i = _last_write(ops, at, (r,))
+        i = jumptables.last_write(ops, at, (r,))
         return None if i is None else _larl_defs(code, start, ops[i:i + 1], r).get(0)
     a = larl_before(j, reg)
     return a is not None and a == larl_before(k, other)

@@ -152,8 +152,6 @@ def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at) -> d
     return jumptables.resolve(out, tables, read, kept, sp_at)
 
 
-_WINDOW = 8
-
 
 def _table_pattern(code: bytes, start: int, out: List[Op], k: int):
     """The jumptables.Table where out[k] ends the pattern (other instructions may stand in
@@ -163,11 +161,7 @@ def _table_pattern(code: bytes, start: int, out: List[Op], k: int):
         return code[op.addr - start:op.addr - start + op.length]
 
     def last_write(regs, j):
-        """The index of the last instruction before j (in the window) that writes one of regs."""
-        for i in range(j - 1, max(j - 1 - _WINDOW, -1), -1):
-            if out[i].writes_all or any(_D[r] in out[i].writes for r in regs) or out[i].flow is not Flow.NEXT:
-                return i
-        return None
+        return jumptables.last_write(out, j, [_D[r] for r in regs])
 
     m = _reg_only(raw(k), 0xFF)
     if m is None or (m[0] & 7) != 4:
