@@ -211,7 +211,7 @@ class X86Analysis:
         self.second = None
         if not self.unreadable and not first.plt0 and (first.failed or getattr(first, "poisoned", None)
                                                        or getattr(first, "unexplained", None)):
-            self.second = X86FlowFunction(abi, index, fde, read_code)
+            self.second = X86FlowFunction(abi, index, fde, read_code, getattr(first, "insns", None))
             if self.second.failed:
                 self.second = None
 

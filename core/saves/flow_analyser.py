@@ -13,7 +13,7 @@ class FlowFunction:
     """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
 
     @staticmethod
-    def decode(abi, code: bytes, start: int, read=None, sp_at=None) -> Optional[List[flow.Op]]:
+    def decode(abi, code: bytes, start: int, read=None, sp_at=None, measured=None) -> Optional[List[flow.Op]]:
         raise NotImplementedError
 
     @classmethod
@@ -22,7 +22,9 @@ class FlowFunction:
         ops = cls.decode(abi, code, start)
         return [op.addr for op in ops] if ops else None
 
-    def __init__(self, abi, index, fde, read_code):
+    def __init__(self, abi, index, fde, read_code, measured=None):
+        """`measured`: the function's instructions as another analyser measured them (the
+        decoder may take them instead of measuring again)."""
         self.abi = abi
         self.regs = [r for r in abi.callee_saved if r != abi.fp]
         self.fde = fde
@@ -45,7 +47,7 @@ class FlowFunction:
             k = bisect.bisect_right(starts, addr) - 1
             rules = rows[k][1] if k >= 0 else None
             return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
-        ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0])
+        ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured)
         if not ops:
             self.failed = "the function's size is not whole instructions"
             return
@@ -90,18 +92,18 @@ class FlowFunction:
 
 class A64Function(FlowFunction):
     @staticmethod
-    def decode(abi, code, start, read=None, sp_at=None):
+    def decode(abi, code, start, read=None, sp_at=None, measured=None):
         return a64insn.words(code, start, read, frozenset(abi.callee_saved) | {abi.sp}, sp_at, abi.big_endian)
 
 
 class S390Function(FlowFunction):
     @staticmethod
-    def decode(abi, code, start, read=None, sp_at=None):
+    def decode(abi, code, start, read=None, sp_at=None, measured=None):
         return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n), read,
                               frozenset(abi.callee_saved) | {abi.sp}, sp_at)
 
 
 class X86FlowFunction(FlowFunction):
     @staticmethod
-    def decode(abi, code, start, read=None, sp_at=None):
-        return x86flow.ops(code, start, read, frozenset(abi.callee_saved) | {abi.sp}, sp_at)
+    def decode(abi, code, start, read=None, sp_at=None, measured=None):
+        return x86flow.ops(code, start, read, frozenset(abi.callee_saved) | {abi.sp}, sp_at, measured)

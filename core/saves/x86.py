@@ -105,6 +105,7 @@ class X86Function:
             return None
         self.ends = {i.addr + i.length: k for k, i in enumerate(insns)}
         self.starts = [i.addr for i in insns]
+        self.insns = insns        # (the data flow takes them too, where it runs: X86FlowFunction)
         self.rows = self.index.rows(fde)
         if self.rows and self._lazy_plt0(insns):
             self.plt0 = True

@@ -115,22 +115,25 @@ def _frame_base(mem) -> Optional[int]:
     return _D[mem[0]]
 
 
-def ops(code: bytes, start: int, read=None, kept=(), sp_at=None) -> Optional[List[Op]]:
+def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None) -> Optional[List[Op]]:
     """The Ops of a function's code, or None if an instruction cannot be measured or the last
     one runs past the end.  `read(addr, size)` (optional) reads the program's data: the jump
     tables, whose targets then replace "anywhere" as an indirect jump's successors.  `kept`: the
     DWARF registers a call preserves (the ABI's callee-saved ones); `sp_at(addr)`: SFrame's
-    CFA - SP there, or None."""
+    CFA - SP there, or None; `measured`: the instructions as x86insn measured them already."""
     out: List[Op] = []
-    pos = 0
-    while pos < len(code):
-        ins = X.decode(code, pos, start + pos)
-        if ins is None:
+    if measured is not None:
+        out = [_op(code, ins.addr - start, ins) for ins in measured]
+    else:
+        pos = 0
+        while pos < len(code):
+            ins = X.decode(code, pos, start + pos)
+            if ins is None:
+                return None
+            out.append(_op(code, pos, ins))
+            pos += ins.length
+        if pos != len(code):
             return None
-        out.append(_op(code, pos, ins))
-        pos += ins.length
-    if pos != len(code):
-        return None
     if read is not None:
         for k, targets in _jump_tables(code, start, out, read, kept, sp_at or (lambda addr: None)).items():
             out[k] = out[k]._replace(targets=targets)
