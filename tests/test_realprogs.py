@@ -72,18 +72,33 @@ _VERIFY_REGS = re.compile(r"^sframe verify: callee-saved registers: (\d+) equal,
                           r"(\d+) different$", re.M)
 
 
-@pytest.mark.parametrize("gdb,tc", [("gdb13", "host"), ("gdb18", "sid")])
+# (s390x is graded by check --registers only: there GDB's DWARF unwinder restores v8-v15 from the
+# slots the CFI names for f8-f15 but leaves f8-f15 themselves as they were in the frame below, so
+# its f8-f15 in outer frames are no reference; the slot's value is the plugin's.)
+@pytest.mark.parametrize("gdb,tc", [("gdb13", "host"), ("gdb18", "sid"), ("multiarch", "sid-aarch64")])
 def test_gdb_verify_at_a_deep_stop(roots, tmp_path, gdb, tc):
-    """GDB with the plugin at a deep stop in the real Lua and over the next 40 instructions:
-    every frame SFrame unwinds equals GDB's DWARF unwind of it (`sframe verify`), and every
-    callee-saved register the plugin gives a caller equals DWARF's; none different, ever."""
-    from test_gdb import PLUGIN, run_gdb
+    """GDB with the plugin at a deep stop in the real Lua and over the next 40 instructions
+    (natively, or under qemu-user): every frame SFrame unwinds equals GDB's DWARF unwind of it
+    (`sframe verify`), and every callee-saved register the plugin gives a caller equals DWARF's;
+    none different, ever."""
+    from test_gdb import PLUGIN, Qemu, run_gdb
     exe = tmp_path / "lua"
     shutil.copy2(RP.build(tc, "lua"), exe)
     (tmp_path / "deep.lua").write_text(DEEP_CHUNK + "\n")
-    out = run_gdb(gdb, ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % exe, "break luaX_next",
-                        "ignore 1 70", "run %s" % (tmp_path / "deep.lua"), "bt -frame-info short-location 3",
-                        "sframe verify -steps 40", "kill"], tmp_path, timeout=900)
+    lines = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % exe, "break luaX_next", "ignore 1 70"]
+    qemu = None
+    try:
+        if T.toolchain(tc).cross:
+            qemu = Qemu(tc, exe, [str(tmp_path / "deep.lua")])
+            lines = lines[:2] + ["set sysroot %s" % T.toolchain(tc).sysroot] + lines[2:] + [
+                "target remote :%d" % qemu.port, "continue"]
+        else:
+            lines.append("run %s" % (tmp_path / "deep.lua"))
+        out = run_gdb(gdb, lines + ["bt -frame-info short-location 3", "sframe verify -steps 40", "kill"], tmp_path,
+                      timeout=900)
+    finally:
+        if qemu is not None:
+            qemu.close()
     assert "Traceback" not in out and "Python Exception" not in out, out[-3000:]
     got = _VERIFY.findall(out)
     regs = _VERIFY_REGS.findall(out)
