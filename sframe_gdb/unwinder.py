@@ -302,7 +302,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             # put frames there (with the registers of the frame this unwinder gave it, which GDB
             # now shows at `level`).  The answers prepared ahead go on from that frame, GDB's
             # levels shifted; if it is some other frame, they are another stack's.
-            if self._next is not None and level > self._next and self._same_frame(pf, level):
+            if self._next is not None and level > self._next and self._same_frame(pf):
                 self._shift += level - self._next
                 ready = self._ready.get(level - self._shift)
                 if ready is not None:
@@ -350,7 +350,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                    symbolize=symbol_at)
         return self._answer(pf, arch, abi, level, pc, res, found)
 
-    def _same_frame(self, pf, level):
+    def _same_frame(self, pf):
         """Is the pending frame at `level` the caller this unwinder gave GDB at the last level it
         answered (same PC and SP)?"""
         given = self._given.get(self._next - 1)

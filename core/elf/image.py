@@ -670,7 +670,7 @@ class ElfImage:
         rtype = abi.relative_reloc
         wide = self.elfclass == 64
         fmt = ("<>"[self.big_endian]) + ("QQq" if wide else "IIi")
-        entsize, word = (24, "Q") if wide else (12, "I")
+        entsize, word, size = (24, "Q", 8) if wide else (12, "I", 4)
         patched: Dict[int, bytearray] = {}
         with open(self.path, "rb") as fh:
             for offset, size in self._dyn_relas:
@@ -684,9 +684,9 @@ class ElfImage:
                     if k < 0:
                         continue
                     lo = r_offset - spans[k][0]
-                    if 0 <= lo and lo + entsize // 3 <= len(spans[k][1]):
+                    if 0 <= lo and lo + size <= len(spans[k][1]):
                         buf = patched.setdefault(k, bytearray(spans[k][1]))
-                        struct.pack_into(fmt[0] + word, buf, lo, addend & (2 ** (8 * (entsize // 3)) - 1))
+                        struct.pack_into(fmt[0] + word, buf, lo, addend & ((1 << 8 * size) - 1))
         for k, buf in patched.items():
             spans[k] = (spans[k][0], bytes(buf))
 

@@ -203,11 +203,10 @@ class X86Analysis:
     UNKNOWN.  Both prove what they say, so either answer is right."""
 
     def __init__(self, abi, index, fde, read_code):
-        self.first = X86Function(abi, index, fde, read_code)
+        first = self.first = X86Function(abi, index, fde, read_code)
         self.plans: Dict[int, Plan] = {}
-        self.unreadable = getattr(self.first, "unreadable", False)
-        self.starts = getattr(self.first, "starts", None)
-        first = self.first
+        self.unreadable = getattr(first, "unreadable", False)
+        self.starts = getattr(first, "starts", None)
         self.second = None
         if not self.unreadable and not first.plt0 and (first.failed or getattr(first, "poisoned", None)
                                                        or getattr(first, "unexplained", None)):
@@ -232,5 +231,4 @@ class X86Analysis:
 
 _FLOW: Dict[int, Any] = {abimod.AMD64.sframe_abi: X86FlowFunction, abimod.AARCH64_LE.sframe_abi: A64Function,
                          abimod.AARCH64_BE.sframe_abi: A64Function, abimod.S390X.sframe_abi: S390Function}
-_ANALYSERS: Dict[int, Any] = {abimod.AMD64.sframe_abi: X86Analysis, abimod.AARCH64_LE.sframe_abi: A64Function,
-              abimod.AARCH64_BE.sframe_abi: A64Function, abimod.S390X.sframe_abi: S390Function}
+_ANALYSERS: Dict[int, Any] = {**_FLOW, abimod.AMD64.sframe_abi: X86Analysis}

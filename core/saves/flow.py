@@ -81,6 +81,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     slot_of = {r: k for k, r in enumerate(regs)}
     states: List[Optional[State]] = [None] * n
     sframe = [rules_at(op.addr) for op in ops]
+    sps = [cfa_sp for cfa_sp, _cfa_fp in sframe]
     for op in ops:
         if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and ops[0].addr <= op.target \
                 and op.target < ops[-1].addr + ops[-1].length and op.target not in where:
@@ -103,11 +104,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
             succ.extend(where[t] for t in op.targets if t in where)
         elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
-            # Anywhere SFrame does not rule out: where the CFA is SP-based, only instructions
-            # with this SP (a jump table's targets; a tail call's SP matches none of the body).
-            # (Not alignment padding, which only the code before it can fall into.)
-            succ.extend(j for j in range(n) if not ops[j].nop and (
-                sframe[j][0] is None or out.sp is None or sframe[j][0] == out.sp))
+            succ.extend(anywhere(ops, sps, out.sp))
         for j in succ:
             old = states[j]
             new = out if old is None else _meet(old, out)
@@ -117,6 +114,14 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                     queued.add(j)
                     work.append(j)
     return states, None
+
+
+def anywhere(ops: Sequence[Op], sps: Sequence[Optional[int]], sp: Optional[int]) -> List[int]:
+    """Where an indirect jump whose table is not known may go: anywhere SFrame does not rule out.
+    Where the CFA is SP-based (`sps`: SFrame's CFA - SP at each op), only instructions with the
+    jump's SP `sp` (a jump table's targets; a tail call's SP matches none of the body); never
+    alignment padding, which only the code before it can fall into."""
+    return [j for j, op in enumerate(ops) if not op.nop and (sps[j] is None or sp is None or sps[j] == sp)]
 
 
 def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]]) -> None:

@@ -90,20 +90,24 @@ class FlowFunction:
         return out
 
 
+def _kept(abi) -> frozenset:
+    """The registers a call preserves: the ABI's callee-saved ones and SP."""
+    return frozenset(abi.callee_saved) | {abi.sp}
+
+
 class A64Function(FlowFunction):
     @staticmethod
     def decode(abi, code, start, read=None, sp_at=None, measured=None):
-        return a64insn.words(code, start, read, frozenset(abi.callee_saved) | {abi.sp}, sp_at, abi.big_endian)
+        return a64insn.words(code, start, read, _kept(abi), sp_at, abi.big_endian)
 
 
 class S390Function(FlowFunction):
     @staticmethod
     def decode(abi, code, start, read=None, sp_at=None, measured=None):
-        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n), read,
-                              frozenset(abi.callee_saved) | {abi.sp}, sp_at)
+        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n), read, _kept(abi), sp_at)
 
 
 class X86FlowFunction(FlowFunction):
     @staticmethod
     def decode(abi, code, start, read=None, sp_at=None, measured=None):
-        return x86flow.ops(code, start, read, frozenset(abi.callee_saved) | {abi.sp}, sp_at, measured)
+        return x86flow.ops(code, start, read, _kept(abi), sp_at, measured)

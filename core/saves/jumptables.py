@@ -19,7 +19,7 @@ answer UNKNOWN, never wrong).
 
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from .flow import Flow, Op
+from .flow import Flow, Op, anywhere
 
 MAX_TABLE = 4096
 MAX_BASES = 4          # tables one register may hold at a jump (GCC's cross-jumped switches)
@@ -62,6 +62,7 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
     if not tables:
         return {}
     starts = {op.addr for op in out}
+    sps = [sp_at(op.addr) for op in out]
     branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
     found: Dict[int, Tuple[int, ...]] = {}
     for round_ in range(_ROUNDS):
@@ -71,7 +72,7 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
             first = t.load if t.since is None else min(t.since, t.load)
             if any(out[i].addr in landing for i in range(first + 1, k + 1)):
                 continue          # a path comes in after the table's entry is loaded
-            bases = _bases_before(out, t.load, t.base, t.defs, kept, sp_at, found, optimistic=round_ == 0)
+            bases = _bases_before(out, t.load, t.base, t.defs, kept, sps, found, optimistic=round_ == 0)
             targets = _read(t, bases, read, starts, big_endian) if bases else None
             if targets is not None:
                 new[k] = targets
@@ -103,12 +104,13 @@ def _read(t: Table, bases, read, starts, big_endian) -> Optional[Tuple[int, ...]
     return tuple(sorted(set(targets))) if targets else None
 
 
-def _bases_before(out: List[Op], k: int, reg: int, defs: Dict[int, int], kept, sp_at, found: dict,
+def _bases_before(out: List[Op], k: int, reg: int, defs: Dict[int, int], kept, sps, found: dict,
                   optimistic: bool) -> Optional[frozenset]:
     """The table addresses `reg` holds before out[k] on every path from the function's entry: an
     instruction of `defs` sets it; any other write, a call that does not keep it, or the entry
     leave it unknown.  None where some path brings anything else.  An indirect jump goes to its
-    targets in `found`, else nowhere (`optimistic`) or anywhere SFrame's CFA allows."""
+    targets in `found`, else nowhere (`optimistic`) or anywhere SFrame's CFA allows (`sps`: its
+    CFA - SP at each op)."""
     n = len(out)
     where = {op.addr: i for i, op in enumerate(out)}
     top = frozenset([-1])
@@ -133,8 +135,7 @@ def _bases_before(out: List[Op], k: int, reg: int, defs: Dict[int, int], kept, s
             if i in found:
                 succ.extend(where[t] for t in found[i])
             elif not optimistic:
-                sp = sp_at(op.addr)
-                succ.extend(j for j in range(n) if not out[j].nop and (sp is None or sp_at(out[j].addr) in (None, sp)))
+                succ.extend(anywhere(out, sps, sps[i]))
         for j in succ:
             old = states[j]
             new = state if old is None else old | state
