@@ -1,14 +1,16 @@
 """What the `.gdbinit` line costs where SFrame is not needed.  Prints figures and ratios; it passes or
 fails nothing.
 
-    /usr/bin/python3 bench/bench_zerocost.py [--gdb gdb13,gdb16,gdb18] [--threads 64] [--depth 200] [--rounds 3]
+    /usr/bin/python3 bench/bench_zerocost.py [--gdb gdb13,gdb16,gdb18] [--threads 64] [--depth 200] [--rounds 5]
 
 A program (-O2 -fomit-frame-pointer -Wa,--gsframe, its CFI kept: what every SFrame-enabled toolchain
 and distribution produces) stops with T threads each D frames deep.  `thread apply all bt` and a
 bare frame walk of every thread (gdb.Frame.older() to the end) are timed in GDB without the plugin
 and with it sourced, each the best of 7 in its GDB, the two GDBs taking turns for R rounds:
 
-1. all-CFI: the plugin idles (target plugin/none <= 1.03);
+1. all-CFI: the plugin idles: GDB does not call its unwinder at all (the count of calls in one
+   more `thread apply all bt` is printed: 0), so what remains of plugin/none is the noise between
+   two GDB processes (target plugin/none <= 1.03);
 2. mixed: the program has also loaded a library with SFrame and no CFI (not on the stacks), so
    the plugin is active and must decline every frame of the CFI modules (target <= 1.2).
 
@@ -115,6 +117,22 @@ class Time(gdb.Command):
                 best = t if best is None else min(best, t)
             gdb.write("TIME %s-%s %.6f\n" % (label, what, best))
         gdb.write("FRAMES %s %d\n" % (label, _walk()))
+        ours = [u for u in gdb.frame_unwinders if getattr(u, "name", "") == "sframe"]
+        if ours:
+            # How often GDB called the plugin's unwinder in one more `thread apply all bt`.
+            cls, calls = type(ours[0]), [0]
+            plain = cls.__call__
+
+            def counted(self, pf):
+                calls[0] += 1
+                return plain(self, pf)
+            cls.__call__ = counted
+            try:
+                _flush()
+                _bt()
+            finally:
+                cls.__call__ = plain
+            gdb.write("CALLS %s %d\n" % (label, calls[0]))
 
 Time()
 
@@ -196,7 +214,8 @@ def measure(root, work, plugin, threads, depth, lib):
     pairs = {m.group(1): float(m.group(2)) for m in re.finditer(r"^PAIR (\S+) (\S+) 1$", out, re.M)}
     if plugin and len(pairs) != 2:
         raise SystemExit("the paired benchmark did not run:\n" + out[-3000:])
-    return times, int(frames.group(1)), state.group(1) if state else "-", pairs
+    calls = re.search(r"^CALLS \S+ (\d+)$", out, re.M)
+    return times, int(frames.group(1)), state.group(1) if state else "-", pairs, calls and int(calls.group(1))
 
 
 def main():
@@ -204,7 +223,7 @@ def main():
     p.add_argument("--gdb", default="gdb13,gdb16,gdb18")
     p.add_argument("--threads", type=int, default=64)
     p.add_argument("--depth", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     for which in args.gdb.split(","):
         root = GDBS[which]
@@ -217,20 +236,22 @@ def main():
                 frames = {}
                 paired: dict = {}
                 state = "-"
+                calls = None
                 for _ in range(args.rounds):
                     for plugin in (False, True):
-                        times, n, st, got = measure(root, work, plugin, args.threads, args.depth, lib)
+                        times, n, st, got, c = measure(root, work, plugin, args.threads, args.depth, lib)
                         key = "plugin" if plugin else "none"
                         frames[key] = n
                         if plugin:
-                            state = st
+                            state, calls = st, c
                             for what, r in got.items():
                                 paired.setdefault(what, []).append(r)
                         for what, t in times.items():
                             best[(key, what)] = min(t, best.get((key, what), t))
                 target = 1.03 if lib is None else 1.2
-                print("%s %s: %d threads x %d frames (%d frames), the plugin %s; best of %d x 7:"
-                      % (which, case, args.threads, args.depth, frames["none"], state, args.rounds))
+                print("%s %s: %d threads x %d frames (%d frames), the plugin %s, called %s times by GDB in a "
+                      "`thread apply all bt`; best of %d x 7:"
+                      % (which, case, args.threads, args.depth, frames["none"], state, calls, args.rounds))
                 for what in ("bt", "walk"):
                     none, plugin = best[("none", what)], best[("plugin", what)]
                     print("  %-4s none %.3f s, plugin %.3f s: plugin/none %.3f (target <= %.2f)%s"

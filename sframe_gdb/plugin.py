@@ -4,6 +4,7 @@ import gdb
 import gdb.unwinder
 
 from ..core.unwind.policy import Mode
+from . import dwarf
 from .command.common import flush_frames
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder
@@ -17,6 +18,8 @@ class Plugin:
         self._log = []                # debug lines not printed yet (see log)
         self.in_command = 0           # how deep in our own commands (see flush_log)
         self.callee_saved = True      # set sframe callee-saved: recover the caller's callee-saved registers
+        self.maybe = True             # may a loaded objfile have SFrame (the tracker says when not)
+        self.watched = False          # do hooks tell us when GDB's DWARF unwinders are turned on or off
         self.tracker = Tracker(self.log, self._may_have_sframe)
         self.unwinder = SFrameUnwinder(self)
 
@@ -49,8 +52,8 @@ class Plugin:
         self.mode = mode
         if mode is not Mode.OFF and remember:
             self.last_on_mode = mode
-        self.unwinder.enabled = self.enabled
         self.unwinder.reset()         # nothing prepared in the old mode is given in the new one
+        self.wake()
         flush_frames()
 
     def set_enabled(self, on):
@@ -59,9 +62,23 @@ class Plugin:
 
     def _may_have_sframe(self, maybe):
         """While nothing loaded has SFrame, GDB need not call the unwinder at all."""
-        self.unwinder.enabled = self.enabled and maybe
+        self.maybe = maybe
         if maybe:
             self.unwinder.forget_modules()
+        self.wake()
+
+    def wake(self):
+        """Something the unwinder's idleness depends on changed (the objfiles, the mode, GDB's
+        DWARF unwinders): GDB calls it again, and it decides at the next unwind's first frame
+        whether it stays (SFrameUnwinder.__call__); an idle unwinder that GDB calls no more
+        costs nothing."""
+        self.unwinder.enabled = self.enabled and self.maybe
+        self.unwinder.undecided()
+
+    def dwarf_switched(self):
+        """GDB's DWARF unwinders were turned on or off (run by the hooks of `dwarf.watch`)."""
+        self.unwinder.forget_dwarf_state()
+        self.wake()
 
     def install(self):
         self.tracker.connect()
@@ -72,7 +89,9 @@ class Plugin:
             registry = getattr(gdb.events, name, None)
             if registry is not None:
                 registry.connect(self.unwinder.reset)
-        # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: look again at each prompt.
+        # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: hooks on them tell
+        # us, and where they cannot be set, look again at each prompt and each unwind.
+        self.watched = dwarf.watch(HOOK)
         if hasattr(gdb.events, "before_prompt"):
             gdb.events.before_prompt.connect(self.unwinder.forget_dwarf_state)
         for name in ("stop", "before_prompt", "gdb_exiting"):       # where GDB is between lines
@@ -85,6 +104,18 @@ class Plugin:
 
 
 _PLUGIN = None
+
+# What the hooks on the commands that switch GDB's DWARF unwinders run (see dwarf.watch).
+HOOK = 'python __import__("sframekit.sframe_gdb.plugin", fromlist=["_"]).dwarf_switched()'
+
+
+def dwarf_switched():
+    """The hooks' entry point (a GDB command, so it must never raise)."""
+    try:
+        if _PLUGIN is not None:
+            _PLUGIN.dwarf_switched()
+    except Exception as exc:
+        gdb.write("sframe: %s\n" % exc, gdb.STDERR)
 
 
 def install():

@@ -69,6 +69,7 @@ _new_answer = tuple.__new__
 # Kinds of per-level records (see _full).
 OURS, DECLINED = 1, 2
 _DWARF_COVERS = "left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)"
+_NO_SFRAME = "no SFrame covers it; left to GDB's other unwinders"
 _PENDING_PC = hasattr(gdb.PendingFrame, "pc")     # GDB 14+: PendingFrame.pc()
 _FRESH = 1 << 62          # SFrameUnwinder._seen before any level: the next call starts an unwind
 
@@ -94,8 +95,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._inferior = None
         self._dwarf = None        # are GDB's DWARF unwinders on (None: not asked since the last prompt or unwind)
         self._cfi_both = {}       # pc -> CfiRange: DWARF CFI covers pc and pc - 1 (mode auto declines at once)
+        self._uncovered = set()   # caller PCs no SFrame covers (nor PC - 1): declined at once
         self._sframe_only = None  # [(module, functions)] only SFrame describes (None: not worked out yet)
         self._idle = False        # this unwind: no frame can be ours, every call declines at once
+        self._quick = False       # this unwind: mode auto, GDB's DWARF unwinders on (see __call__)
+        self._quick_pc = None     # the PC's register name there (GDB 13, without PendingFrame.pc())
         self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -126,28 +130,37 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._verdicts = {}
         self._last = {}
         self.problems = {}
-        self._dwarf = None
+        if not self.plugin.watched:
+            self._dwarf = None    # (asked again for each unwind, where no hook tells of a change)
         for walker in self._walkers.values():
             walker.new_unwind()
+
+    def undecided(self):
+        """Decide again at the next call whether to idle (what it depends on changed)."""
+        self._seen = _FRESH
 
     def forget_modules(self):
         """Objfiles changed: what was learnt about their CFI and SFrame may no longer hold."""
         self._cfi_both = {}
+        self._uncovered = set()
         self._walkers = {}
         self._sframe_only = None
 
     def _idle_now(self):
-        """Can no frame of this unwind be this unwinder's?  Asked at each unwind's first frame:
-        GDB announces no change of its DWARF unwinders, and a script may turn them off just
-        before `bt`.  The functions only SFrame describes are worked out once per set of objfiles."""
-        return not self.activity(again=False)[0]
+        """Can no frame of this unwind be this unwinder's?  Asked at each unwind's first frame
+        while GDB calls it (Plugin.wake); where no hook tells of a change of GDB's DWARF
+        unwinders (dwarf.watch), a script may turn them off just before `bt`, and they are
+        asked about each time.  The functions only SFrame describes are worked out once per set
+        of objfiles."""
+        return not self.activity(again=False, explain=False)[0]
 
-    def activity(self, again=True):
+    def activity(self, again=True, explain=True):
         """(active?, why) for `info sframe` and for each unwind.  In mode auto the unwinder idles
         when GDB's DWARF unwinders are on and DWARF CFI covers every function that has SFrame:
-        GDB's DWARF unwinder takes every such frame, so each call declines at once and costs
-        nothing (an ordinary program with SFrame beside its CFI).  `again`: work out anew which
-        functions only SFrame describes."""
+        GDB's DWARF unwinder takes every such frame (an ordinary program with SFrame beside its
+        CFI), and GDB need not call this one (see __call__).  `again`: work out anew which
+        functions only SFrame describes, and ask GDB about its DWARF unwinders.  `explain`
+        False: why is None (the per-unwind question formats nothing)."""
         plugin = self.plugin
         if plugin.mode is Mode.OFF:
             return False, "set sframe off"
@@ -159,9 +172,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if again or self._sframe_only is None:
             self._sframe_only = ms.sframe_only()
         if self._sframe_only:
-            return True, "mode auto: SFrame alone describes %s" % ", ".join(
-                "%d function%s of %s" % (n, "" if n == 1 else "s", m.path) for m, n in self._sframe_only)
-        self._dwarf = None
+            return True, explain and "mode auto: SFrame alone describes %s" % ", ".join(
+                "%d function%s of %s" % (n, "" if n == 1 else "s", m.path) for m, n in self._sframe_only) or None
+        if again or not plugin.watched:
+            self._dwarf = None
         if not self.dwarf_enabled():
             return True, "mode auto: GDB's DWARF unwinders are off"
         return False, "mode auto: DWARF CFI covers every function with SFrame, and GDB's DWARF unwinders take them"
@@ -261,12 +275,35 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 # A new unwind: GDB asks about each level once per unwind, innermost first, from
                 # level 0 or, where GDB's inline-frame unwinder takes the top frames, from a later one.
                 self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
-                if self._idle and (self._given or self._last or self._levels or self.problems):
-                    self._new_unwind()             # a previous unwind's records are not this one's
+                self._quick = not self._idle and self.plugin.mode is Mode.AUTO and self.dwarf_enabled() \
+                    and self._arch(pf) is not None
+                if self._quick and not _PENDING_PC:
+                    self._quick_pc = self._arch(pf).pc      # (one architecture for a whole stack)
+                if self._idle:
+                    if self._given or self._last or self._levels or self.problems:
+                        self._new_unwind()         # a previous unwind's records are not this one's
+                    if self.plugin.watched:
+                        # Nothing can make it active but what wakes it (Plugin.wake): GDB need
+                        # not call it until then.
+                        self.enabled = False
             self._seen = level
             if self._idle:
                 return None
             plugin = self.plugin
+            if level == 0 and self._quick:
+                self._new_unwind()        # (as _unwind does at level 0)
+            if self._quick and (level == 0 or not self._ready and not self._ahead and level - 1 not in self._given
+                                and level not in self._levels):
+                # A frame below which this unwinder gave nothing, in mode auto with GDB's DWARF
+                # unwinders on (a mixed program's CFI modules): the declines of _unwind that CFI
+                # covers the PC and PC - 1, or that no SFrame covers it, at the cost of reading the PC.
+                pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
+                cfi = self._cfi_both.get(pc)
+                if cfi is not None or pc in self._uncovered:
+                    if plugin.debug:
+                        return self._decline(level, pc, _DWARF_COVERS if cfi else _NO_SFRAME, detail=cfi)
+                    self._levels[level] = (DECLINED, pc)
+                    return None
             if plugin.mode is Mode.OFF:   # (GDB does not call a disabled unwinder: see Plugin.set_mode)
                 return None
             return self._unwind(pf, plugin, level)
@@ -368,7 +405,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if found is None and level > 0:
             found = ms.find(lookup_address(pc, True))
         if found is None:
-            return ("no SFrame covers it; left to GDB's other unwinders", False)
+            if level > 0 or ms.find(lookup_address(pc, True)) is None:
+                if len(self._uncovered) >= 65536:     # bounded in a long session
+                    self._uncovered = set()
+                self._uncovered.add(pc)               # (neither PC nor PC - 1: at any level)
+            return (_NO_SFRAME, False)
         index, module = found
         abi = arch.abi_for(index.abi)
         if abi is None:

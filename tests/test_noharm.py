@@ -226,10 +226,11 @@ __attribute__((noinline)) int lib_entry(int x) { return lib_middle(x * 2) + 2; }
 
 @pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
 def test_unwinder_idles_until_sframe_only_code_loads(tmp_path, gdb, toolchain):
-    """A program whose CFI covers every function with SFrame: the unwinder idles (each call
-    declines at once).  A library with SFrame and no CFI, loaded by dlopen: it becomes active and
+    """A program whose CFI covers every function with SFrame: the unwinder idles (GDB does not
+    call it).  A library with SFrame and no CFI, loaded by dlopen: it becomes active and
     unwinds the library's frames as DWARF does the library with CFI; after dlclose it idles again.
-    `maint set dwarf unwinders off` (in a script, no prompt between) makes it active at once."""
+    `maint set dwarf unwinders off` (in a script, no prompt between) makes it active at once, and
+    its frames SFrame's."""
     (tmp_path / "main.c").write_text(ONOFF_MAIN)
     (tmp_path / "lib.c").write_text(ONOFF_LIB)
     flags = ["-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
@@ -241,9 +242,10 @@ def test_unwinder_idles_until_sframe_only_code_loads(tmp_path, gdb, toolchain):
     for lib in ("libcf.so", "libsf.so"):      # (names of one length: the same stack addresses)
         lines = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % (tmp_path / "main"),
                  "break before_dlopen", "break lib_stop", "break after_dlclose",
-                 "run %s" % (tmp_path / lib), "mark start", "info sframe", "continue", "mark lib", "info sframe",
-                 "frames-dump lib", "continue", "mark closed", "info sframe", "dwarf-unwinders off", "mark off",
-                 "info sframe", "dwarf-unwinders on", "mark on", "info sframe", "kill"]
+                 "run %s" % (tmp_path / lib), "mark start", "info sframe", "bt", "info unwinder", "continue", "mark lib", "info sframe", "info unwinder",
+                 "frames-dump lib", "continue", "mark closed", "info sframe", "bt", "info unwinder",
+                 "dwarf-unwinders off", "mark off", "info unwinder", "info sframe", "frames-dump off",
+                 "dwarf-unwinders on", "mark on", "info sframe", "bt", "info unwinder", "kill"]
         outs[lib] = run_gdb(gdb, lines, tmp_path)
     sf, cfi = outs["libsf.so"], outs["libcf.so"]
     assert "Traceback" not in sf and "Python Exception" not in sf, sf
@@ -254,6 +256,12 @@ def test_unwinder_idles_until_sframe_only_code_loads(tmp_path, gdb, toolchain):
     assert state(sf, "off", "on") == "active", sf.between("off", "on")
     assert state(sf, "on") == "idle", sf.between("on")
     assert state(cfi, "lib", "closed") == "idle"
+    # Idle, GDB calls it no more; the hooks on GDB's DWARF switch wake it at once (no prompt
+    # in between), and the frames after it are SFrame's.
+    called = lambda out, a, b=None: re.search(r"^  sframe( \[disabled\])?$", out.between(a, b), re.M).group(1) is None  # noqa: E731
+    assert not called(sf, "closed", "off") and not called(sf, "on") and not called(cfi, "start", "lib"), sf
+    assert called(sf, "off", "on") and called(sf, "lib", "closed"), sf
+    assert [f.name for f in sf.frames("off")[:2]] == ["after_dlclose", "main"] and sf.frames("off")[0].sf, sf.frames("off")
     # The library's frames: SFrame's (no CFI) equal to DWARF's (the library with its CFI).
     got, want = sf.frames("lib"), cfi.frames("lib")
     assert [f.pc for f in got] == [f.pc for f in want] and [f.cfa for f in got] == [f.cfa for f in want], (got, want)
