@@ -22,7 +22,7 @@ every FRE and at every instruction where the analysis' answer changes:
 
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..arch import abi as abimod
 from ..saves import analysis as saves
@@ -144,7 +144,7 @@ def function_rows(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optio
     """The CFI rows of one function (of a MASK FDE: of its first block, addresses from its start).
     `read_code` None: no callee-saved registers (every one undefined)."""
     # (A V3 default FDE without FREs: the outermost frame throughout, as no rows say.)
-    frows: List[Tuple[int, Optional[FrameRules]]] = list(index.rows(fde)) or [(fde.start, None)]
+    frows: Sequence[Tuple[int, Optional[FrameRules]]] = index.rows(fde) or ((fde.start, None),)
     regs = [r for r in abi.callee_saved if r != abi.fp]
     if read_code is not None:
         saved = saves.table(abi, index, fde, read_code, symbolize)
@@ -154,33 +154,71 @@ def function_rows(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optio
     rows: List[CfiRow] = []
     fi = si = 0
     last_cfa: Tuple = ("reg", abi.sp, abi.entry_cfa_offset)
+    no_saves: Dict[int, saves.Save] = {}
+    prev_where: Optional[Dict[int, saves.Save]] = None
+    reg_cols: Dict[int, ColumnRule] = {}
     for addr in places:
         while fi + 1 < len(frows) and frows[fi + 1][0] <= addr:
             fi += 1
         while si + 1 < len(saved) and saved[si + 1][0] <= addr:
             si += 1
         rules: Optional[FrameRules] = frows[fi][1] if frows[fi][0] <= addr else None
-        cols: Dict[int, ColumnRule] = {}
         if rules is None or rules.cfa is None:
             cfa = last_cfa                      # outermost: the CFA only names the frame
-            cols[abi.ra] = UNDEFINED
+            cols = {abi.ra: UNDEFINED}
+            if abi.sp_val_offset:
+                cols[abi.sp] = ("val_offset", abi.sp_val_offset)
             signed = False
         else:
-            cfa = last_cfa = _cfa(rules.cfa)
-            cols[abi.ra] = _column(rules.ra)
-            cols[abi.fp] = _column(rules.fp)
-            signed = rules.ra_mangled
-        if abi.sp_val_offset:
-            cols[abi.sp] = ("val_offset", abi.sp_val_offset)
-        where = saved[si][1] if saved and saved[si][0] <= addr else {}
-        for r in regs:
+            cfa, frame_cols, signed, _abi = _frame_columns(abi, rules)
+            last_cfa = cfa
+            cols = dict(frame_cols)
+        where = saved[si][1] if saved and saved[si][0] <= addr else no_saves
+        if where is not prev_where:             # (the registers' columns, once per answer)
+            reg_cols = {r: _save_column(where[r]) if r in where else UNDEFINED for r in regs}
+            prev_where = where
+        for r, rule in reg_cols.items():
             if r not in cols:
-                cols[r] = _save_column(where[r]) if r in where else UNDEFINED
+                cols[r] = rule
         row = CfiRow(addr, cfa, tuple(sorted(cols.items())), signed)
         if rows and (rows[-1].cfa, rows[-1].columns, rows[-1].ra_signed) == (row.cfa, row.columns, row.ra_signed):
             continue
         rows.append(row)
     return rows
+
+
+# FrameRules -> (CFA, {RA, FP and s390x SP columns}, RA signed): a section repeats few rules, and
+# the index memoizes them, so their columns are worked out once (looked up by identity).
+_FRAME_COLUMNS: Dict[int, Tuple[FrameRules, Tuple]] = {}
+
+
+def _frame_columns(abi: abimod.ABIInfo, rules: FrameRules) -> Tuple:
+    got = _FRAME_COLUMNS.get(id(rules))
+    if got is not None and got[0] is rules and got[1][3] is abi:
+        return got[1]
+    assert rules.cfa is not None
+    cols: Dict[int, ColumnRule] = {abi.ra: _column(rules.ra), abi.fp: _column(rules.fp)}
+    if abi.sp_val_offset:
+        cols[abi.sp] = ("val_offset", abi.sp_val_offset)
+    value = (_cfa(rules.cfa), cols, rules.ra_mangled, abi)
+    if len(_FRAME_COLUMNS) >= 4096:
+        _FRAME_COLUMNS.clear()
+    _FRAME_COLUMNS[id(rules)] = (rules, value)
+    return value
+
+
+_COLUMN_CODE: Dict[Tuple[int, ColumnRule], bytes] = {}
+
+
+def _column_code(col: int, rule: ColumnRule) -> bytes:
+    """`_column_instructions`, memoized: a section repeats few (column, rule) pairs."""
+    key = (col, rule)
+    got = _COLUMN_CODE.get(key)
+    if got is None:
+        if len(_COLUMN_CODE) >= 4096:
+            _COLUMN_CODE.clear()
+        got = _COLUMN_CODE[key] = _column_instructions(col, rule)
+    return got
 
 
 def _column_instructions(col: int, rule: ColumnRule) -> bytes:
@@ -249,7 +287,7 @@ def row_program(rows: List[CfiRow], start: int, endian: str) -> bytes:
             prev_cfa = row.cfa
         for col, rule in row.columns:
             if prev.get(col) != rule:
-                out += _column_instructions(col, rule)
+                out += _column_code(col, rule)
                 prev[col] = rule
         if row.ra_signed != signed:
             out.append(DW_CFA_AARCH64_negate_ra_state)
@@ -318,6 +356,10 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         where = cie(aug)
         block = fde.block_size if fde.pc_type is F.PCType.MASK and fde.block_size else fde.size
         functions += 1
+        if block == fde.size:
+            emit(where, fde.start, fde.size, rows)
+            fdes += 1
+            continue
         for first in range(fde.start, end, block):
             shifted = [CfiRow(r.addr - fde.start + first, r.cfa, r.columns, r.ra_signed) for r in rows]
             emit(where, first, min(block, end - first), shifted)

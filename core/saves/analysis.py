@@ -103,6 +103,10 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
     func = _function(abi, index, fde, read_code, symbolize, regs)
     if func is None:
         return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]
+    constant = getattr(func, "constant", None)
+    same = constant() if constant is not None else None
+    if same is not None:
+        return [(fde.start, same)]
     end = fde.start + (fde.block_size if fde.pc_type is F.PCType.MASK and fde.block_size else fde.size)
     rows = index.rows(fde)
     starts = [a for a, _rules in rows]
@@ -215,6 +219,10 @@ class X86Analysis:
                 self.second = None
 
     instruction_starts = X86Function.instruction_starts
+
+    def constant(self) -> Optional[Dict[int, Save]]:
+        """The answer at every PC, where the push analysis proves it one and the same (None: ask `at`)."""
+        return self.first.constant() if self.second is None and not self.unreadable else None
 
     def change_points(self) -> List[int]:
         points = self.first.change_points()

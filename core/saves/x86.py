@@ -255,6 +255,19 @@ class X86Function:
                 points.update(at + 1 for _slot, at in saves.values())
         return sorted(p for p in points if fde.start <= p < fde.start + fde.size)
 
+    def constant(self) -> Optional[Dict[int, Save]]:
+        """The answer at every PC where it is one and the same: a function that saves, pushes and
+        writes no callee-saved register, each of whose FREs has an SP- or FP-based CFA (every
+        register UNCHANGED throughout; a lazy PLT0 too).  None otherwise (ask `at`)."""
+        if self.plt0:
+            return {r: UNCHANGED for r in self.regs}
+        if self.failed or self.sp_pushes or self.run_saves or self.poisoned or self.unexplained \
+                or not self.rows or self.rows[0][0] != self.fde.start:
+            return None
+        if any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in self.rows):
+            return None
+        return {r: UNCHANGED for r in self.regs}
+
     def at(self, match) -> Dict[int, Save]:
         got = self._per_pc.get(match.pc)
         if got is None:

@@ -159,8 +159,13 @@ def _imm_size(imm, op, modrm, opsize16, rex_w, addr32):
     word = 2 if opsize16 and not rex_w else 4
     if imm == "g":
         return (1 if op == 0xF6 else word) if (modrm >> 3) & 7 in (0, 1) else 0
-    return {"": 0, "b": 1, "w": 2, "z": word, "z32": 4, "v": 8 if rex_w else word,
-            "a": 4 if addr32 else 8, "e": 3}[imm]
+    if imm == "":
+        return 0
+    if imm == "b":
+        return 1
+    if imm == "z":
+        return word
+    return {"w": 2, "z32": 4, "v": 8 if rex_w else word, "a": 4 if addr32 else 8, "e": 3}[imm]
 
 
 def _decode(code, pos, addr):
@@ -184,7 +189,22 @@ def _decode(code, pos, addr):
         pos += n
     end = pos + _imm_size(imm, op, modrm, opsize16, rex & 8, addr32)
     code[end - 1]                 # the whole instruction must be present
-    return _classify(code, addr, end - start, op, modrm, rex, opsize16, pos, end)
+    if op in _RELATIVE:
+        return _classify(code, addr, end - start, op, modrm, rex, opsize16, pos, end)
+    # Anything else is classified by its opcode, ModRM, REX and operand size alone: once.
+    key = (op, modrm, rex, opsize16)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        if len(_SHAPES) >= 65536:
+            _SHAPES.clear()
+        shape = _SHAPES[key] = _classify(code, 0, 0, op, modrm, rex, opsize16, pos, end)[2:]
+    return Insn(addr, end - start, *shape)
+
+
+# One-byte opcodes whose Insn depends on more than the opcode, ModRM, REX and operand size: the
+# relative branches (their target) and C7 (xbegin's).
+_RELATIVE = frozenset((0xE8, 0xE9, 0xEB, 0xC7) + tuple(range(0x70, 0x80)) + tuple(range(0xE0, 0xE4)))
+_SHAPES: dict = {}     # (op, modrm, rex, operand size 16) -> the Insn's fields after addr and length
 
 
 def _classify(code, addr, length, op, modrm, rex, opsize16, pos, end):

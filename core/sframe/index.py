@@ -26,13 +26,14 @@ class Match(NamedTuple):
 
 
 class _FuncCache:
-    __slots__ = ("fde", "fres", "starts", "rules")
+    __slots__ = ("fde", "fres", "starts", "rules", "rows")
 
     def __init__(self, fde, fres):
         self.fde = fde
         self.fres = fres
         self.starts = [f.start for f in fres]
         self.rules = [None] * len(fres)
+        self.rows = None
 
 
 class SFrameIndex:
@@ -150,16 +151,19 @@ class SFrameIndex:
             self._rules[key] = rules
         return rules
 
-    def rows(self, fde: FDE) -> List[Tuple[int, FrameRules]]:
-        """[(address, rules)] of each FRE of a function, in order (PC-mask FDEs: the first block)."""
+    def rows(self, fde: FDE) -> Tuple[Tuple[int, FrameRules], ...]:
+        """((address, rules), ...) of each FRE of a function, in order (PC-mask FDEs: the first
+        block); memoized with the function (the analysis and the CFI writer each ask)."""
         f = self._func(fde)
-        out = []
-        for j, fre in enumerate(f.fres):
-            rules = f.rules[j]
-            if rules is None:
-                rules = f.rules[j] = self._interpret(fde, fre)
-            out.append((fde.start + fre.start, rules))
-        return out
+        if f.rows is None:
+            out = []
+            for j, fre in enumerate(f.fres):
+                rules = f.rules[j]
+                if rules is None:
+                    rules = f.rules[j] = self._interpret(fde, fre)
+                out.append((fde.start + fre.start, rules))
+            f.rows = tuple(out)
+        return f.rows
 
     def lookup(self, pc: int) -> Optional[Match]:
         """Match for pc, or None when no FDE covers it (or pc precedes the function's first FRE)."""
