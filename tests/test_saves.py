@@ -1198,3 +1198,49 @@ def test_s390x_trap_branch():
     assert at(0x12)[6] == saved(-112) and at(0x1e)[6] == U
     ops = s390insn.words(code, 0x1000, lambda n: 16)
     assert ops[3].flow is Flow.STOP and ops[2].flow is Flow.BRANCH
+
+
+NORETURN_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+volatile int sink;
+__attribute__((noinline, noreturn)) void die(const char *m) { fputs(m, stderr); abort(); }
+__attribute__((noinline, noreturn)) void die_too(void) { sink = 1; die("x"); }
+__attribute__((noinline, noreturn)) void trapper(void) { sink = 2; __builtin_trap(); }
+__attribute__((noinline)) void maybe(int x) { if (x > 3) die("y"); sink = x; }
+__attribute__((noinline)) int trap_or_return(int x) { if (x > 7) __builtin_trap(); return x + sink; }
+__attribute__((noinline)) int through_a_pointer(void (*f)(void)) { f(); return sink; }
+int main(int c, char **v) {
+    (void)v;
+    maybe(c - 1);
+    if (c > 5) die_too();
+    if (c > 6) trapper();
+    return trap_or_return(c - 1) + through_a_pointer(c > 9 ? trapper : 0);
+}
+"""
+
+
+@pytest.mark.parametrize("tc", ["host", "sid"])
+def test_calls_that_never_return(tmp_path, tc):
+    """A function whose every path ends in abort (through the PLT), in a trap, or in a call or
+    jump to such a function never returns; one with a `ret` on some path, or a call through a
+    pointer in tail position, may."""
+    from sframekit.core.saves import flow_analyser, noreturn
+    t = T.toolchain(tc)
+    (tmp_path / "n.c").write_text(NORETURN_C)
+    T._run_script(t, [T._compile_cmd(t, [tmp_path / "n.c"], tmp_path / "n", ["-O2", "-fomit-frame-pointer"])], tmp_path)
+    img = ElfImage(str(tmp_path / "n"))
+    sf = img.require_sframe()
+    index = SFrameIndex(sf.data, sf.address)
+    abi = abimod.for_elf(img.machine, img.big_endian)
+    read = img.code_reader()
+
+    def decode(code, start):
+        return flow_analyser.X86FlowFunction.decode(abi, code, start, read)
+    got = {name: noreturn.never_returns(abi, index, _symbol(tmp_path / "n", name), read, img.symbolize, decode)
+           for name in ("die", "die_too", "trapper", "maybe", "trap_or_return", "through_a_pointer", "main")}
+    assert got == {"die": True, "die_too": True, "trapper": True, "maybe": False, "trap_or_return": False,
+                   "through_a_pointer": False, "main": False}, got
+    # Without the names (no symbols), abort@plt is not known: nothing is said never to return.
+    index2 = SFrameIndex(sf.data, sf.address)
+    assert not noreturn.never_returns(abi, index2, _symbol(tmp_path / "n", "die"), read, None, decode)

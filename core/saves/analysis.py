@@ -88,7 +88,7 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
         if len(cache) >= CACHE_LIMIT:
             cache.clear()
         why = _entry_problem(abi, fde, symbolize)
-        func = analyser(abi, index, fde, read_code) if why is None else _Refused(regs, why)
+        func = analyser(abi, index, fde, read_code, symbolize=symbolize) if why is None else _Refused(regs, why)
         if not getattr(func, "unreadable", False):
             cache[fde.start] = func     # (code this reader could not read may be readable by another)
     return func
@@ -206,7 +206,7 @@ class X86Analysis:
     the data flow over every path (X86FlowFunction); per register, the first one's answer unless
     UNKNOWN.  Both prove what they say, so either answer is right."""
 
-    def __init__(self, abi, index, fde, read_code):
+    def __init__(self, abi, index, fde, read_code, symbolize=None):
         first = self.first = X86Function(abi, index, fde, read_code)
         self.plans: Dict[int, Plan] = {}
         self.unreadable = getattr(first, "unreadable", False)
@@ -214,7 +214,7 @@ class X86Analysis:
         self.second = None
         if not self.unreadable and not first.plt0 and (first.failed or getattr(first, "poisoned", None)
                                                        or getattr(first, "unexplained", None)):
-            self.second = X86FlowFunction(abi, index, fde, read_code, getattr(first, "insns", None))
+            self.second = X86FlowFunction(abi, index, fde, read_code, getattr(first, "insns", None), symbolize)
             if self.second.failed:
                 self.second = None
 

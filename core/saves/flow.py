@@ -17,7 +17,8 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
   otherwise: `clobbers`) makes that register UNKNOWN.
 
 An indirect jump (a jump table) may land anywhere in the function where SFrame's CFA allows it:
-its state flows into each such instruction.  Code no path from the entry reaches gets no answer.
+its state flows into each such instruction.  Code no path from the entry reaches gets no answer,
+except alignment padding, which takes the state the instruction before it leaves.
 """
 
 import enum
@@ -113,6 +114,11 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                 if j not in queued:
                     queued.add(j)
                     work.append(j)
+    # Alignment padding no path reaches (after a jump or a return) is never executed; it gets
+    # the state the instruction before it leaves, as the CFI's rows carry on over it.
+    for k in range(1, n):
+        if states[k] is None and ops[k].nop and states[k - 1] is not None:
+            states[k] = _transfer(ops[k - 1], states[k - 1], sframe[k - 1], slot_of, sp_reg, fp_reg)  # type: ignore[arg-type]
     return states, None
 
 

@@ -5,7 +5,7 @@ import bisect
 from typing import Dict, List, Optional
 
 from ..sframe import format as F
-from . import a64insn, flow, s390insn, x86flow
+from . import a64insn, flow, noreturn, s390insn, x86flow
 from .save import UNCHANGED, Plan, Save, SaveKind, fp_offset, function_code, sp_offset, unknown
 
 
@@ -22,9 +22,10 @@ class FlowFunction:
         ops = cls.decode(abi, code, start)
         return [op.addr for op in ops] if ops else None
 
-    def __init__(self, abi, index, fde, read_code, measured=None):
+    def __init__(self, abi, index, fde, read_code, measured=None, symbolize=None):
         """`measured`: the function's instructions as another analyser measured them (the
-        decoder may take them instead of measuring again)."""
+        decoder may take them instead of measuring again); `symbolize`: names the callees (a
+        call to a function that never returns does not go on: core.saves.noreturn)."""
         self.abi = abi
         self.regs = [r for r in abi.callee_saved if r != abi.fp]
         self.fde = fde
@@ -51,8 +52,17 @@ class FlowFunction:
         if not ops:
             self.failed = "the function's size is not whole instructions"
             return
+        ops = self._noreturn_calls(abi, index, ops, read_code, symbolize)
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
         self.starts = [op.addr for op in ops]
+
+    def _noreturn_calls(self, abi, index, ops, read_code, symbolize):
+        """The ops, a call to a function that never returns made a stop."""
+        def decode(code, start):
+            return self.decode(abi, code, start, read_code)
+        return [op._replace(flow=flow.Flow.STOP) if op.flow is flow.Flow.CALL and op.target is not None
+                and noreturn.never_returns(abi, index, op.target, read_code, symbolize, decode) else op
+                for op in ops]
 
     def change_points(self) -> List[int]:
         """The instructions whose state differs from the one before (and the entry): between two

@@ -72,6 +72,30 @@ class _Form:
             self.modrm = code[pos]
             if self.modrm >> 6 != 3:
                 self.mem = _memory(code, pos, self.rex)
+                self.size = self._width()
+
+    def _width(self) -> int:
+        """How many bytes at its memory operand the instruction may write: at least as many as
+        it does (a write counted too wide can only make a saved register unknown)."""
+        op, sub = self.op, (self.modrm >> 3) & 7
+        if self.map == 0:
+            if 0xD8 <= op <= 0xDF:                    # x87: fnsave 108, fnstenv 28, m80 10
+                return 108 if (op, sub) in ((0xD9, 6), (0xDD, 6)) else 10
+            if op == 0x8F:
+                return 8                              # pop to memory: 64-bit in 64-bit mode
+            if op in X._BYTE_OPS:
+                return 1
+            if self.rex & 8:
+                return 8
+            return 2 if self.opsize16 else 4
+        if self.map == 1:
+            if 0x90 <= op <= 0x9F:
+                return 1                              # setcc r/m8
+            if op == 0xAE and sub in (0, 4, 5, 6) or op == 0xC7 and sub in (3, 4, 5):
+                return 4096                           # fxsave, xsave*: the whole extended state
+            if op == 0x01 and sub in (0, 1):
+                return 10                             # sgdt, sidt
+        return self.size
 
     def _has_modrm(self) -> bool:
         if self.map == 0:

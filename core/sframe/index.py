@@ -51,6 +51,7 @@ class SFrameIndex:
         self._range: Optional[Tuple[int, int]] = None
         self._rules: Dict[tuple, FrameRules] = {}   # (FDE info2, FRE info, data words) -> their rules
         self.saves: Dict[int, object] = {}    # function start -> save-slot facts (core.saves.analysis)
+        self.noreturn: Dict[int, bool] = {}   # function start -> never returns? (core.saves.noreturn)
 
     @property
     def abi(self) -> F.ABI:

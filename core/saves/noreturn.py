@@ -1,0 +1,123 @@
+"""Calls that never return (x86-64): the code after one is not where the call goes on.
+
+GCC ends a path with a call to a function that does not return (abort, an error reporter that
+longjmps) and places another path's code right after it.  Taken as returning, the call's state
+would flow into that code, where the registers are saved differently, and make them unknown
+there.  A call's continuation is dropped only where the callee is proved never to return:
+
+- a C library function the C standard or glibc declares `noreturn` (reached through the PLT:
+  its name), or
+- a function of the same program whose every path ends in a trap (`ud2`, `hlt`) or in a call or
+  jump to such a function: no `ret`, no jump through a register, no jump to a function that may
+  return.  Anything not understood counts as returning, so a wrong "never returns" cannot come out.
+"""
+
+import re
+from typing import Callable, Dict, List, Optional
+
+from ..arch import abi as abimod
+from .flow import Flow
+
+# glibc's noreturn functions a program calls (by their names, without @plt or a version).
+KNOWN = frozenset((
+    "abort", "exit", "_exit", "_Exit", "quick_exit", "__stack_chk_fail", "__chk_fail", "__fortify_fail",
+    "longjmp", "_longjmp", "siglongjmp", "__longjmp_chk", "__assert_fail", "__assert_perror_fail",
+    "err", "errx", "verr", "verrx", "pthread_exit", "__libc_fatal", "__cxa_throw", "__cxa_rethrow",
+    "__cxa_bad_cast", "__cxa_bad_typeid", "__cxa_throw_bad_array_new_length", "_Unwind_Resume",
+    "__cxa_call_terminate", "_ZSt9terminatev",
+))
+_DECORATION = re.compile(r"(@plt|@@?[A-Za-z0-9_.]+)+$")
+DEPTH = 4              # callees followed at most this deep (deeper: taken as returning)
+_RETURNS = (0xC3, 0xC2, 0xCB, 0xCA, 0xCF)
+
+
+def never_returns(abi: abimod.ABIInfo, index, target: int, read_code: Callable, symbolize: Optional[Callable],
+                  decode: Callable, depth: int = 0) -> bool:
+    """Is the function at `target` proved never to return to its caller?  `decode(code, start)`:
+    its Ops (core.saves.flow).  Memoized on the index (`noreturn`)."""
+    if abi.sframe_abi != abimod.AMD64.sframe_abi:
+        return False
+    memo: Dict[int, bool] = index.noreturn
+    got = memo.get(target)
+    if got is not None:
+        return got
+    memo[target] = False          # (while it is looked at: a recursive call counts as returning)
+    answer = _never_returns(abi, index, target, read_code, symbolize, decode, depth)
+    if len(memo) >= 4096:
+        memo.clear()
+    memo[target] = answer
+    return answer
+
+
+def _name(symbolize: Optional[Callable], addr: int) -> Optional[str]:
+    if symbolize is None:
+        return None
+    try:
+        sym = symbolize(addr)
+    except Exception:
+        return None
+    if sym is None or sym[1]:
+        return None
+    return _DECORATION.sub("", sym[0])
+
+
+def _never_returns(abi, index, target, read_code, symbolize, decode, depth) -> bool:
+    if _name(symbolize, target) in KNOWN:
+        return True
+    if depth >= DEPTH:
+        return False
+    fde = index.find_fde(target)
+    if fde is None or fde.start != target:
+        return False
+    try:
+        code = read_code(fde.start, fde.size)
+    except Exception:
+        code = None
+    if code is None or len(code) != fde.size:
+        return False
+    ops = decode(code, fde.start)
+    if not ops:
+        return False
+    where = {op.addr: k for k, op in enumerate(ops)}
+
+    def gone(callee: Optional[int]) -> bool:
+        return callee is not None and never_returns(abi, index, callee, read_code, symbolize, decode, depth + 1)
+    seen = {0}
+    work = [0]
+    while work:
+        k = work.pop()
+        succ = _successors(ops, k, where, code, fde.start, gone)
+        if succ is None:
+            return False                         # a way back to the caller
+        for j in succ:
+            if j not in seen:
+                seen.add(j)
+                work.append(j)
+    return True
+
+
+def _successors(ops, k, where, code, start, gone):
+    """Where control goes after op k inside the function, or None if it may return from it (a
+    `ret`, a jump through a register, a tail call to a function that may return, running off
+    the end)."""
+    op = ops[k]
+    succ: List[int] = []
+    if op.flow is Flow.STOP:
+        raw = code[op.addr - start:op.addr - start + op.length].lstrip(b"\xf2\xf3\x66")
+        return None if raw[:1] and raw[0] in _RETURNS else []       # a return, or a trap
+    if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+        if op.targets is None:
+            return None
+        succ.extend(where[t] for t in op.targets if t in where)
+    if op.flow is Flow.CALL and gone(op.target):
+        return succ
+    if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT):
+        if k + 1 >= len(ops):
+            return None
+        succ.append(k + 1)
+    if op.flow in (Flow.BRANCH, Flow.JUMP):
+        if op.target in where:
+            succ.append(where[op.target])
+        elif not gone(op.target):
+            return None
+    return succ
