@@ -1244,3 +1244,32 @@ def test_calls_that_never_return(tmp_path, tc):
     # Without the names (no symbols), abort@plt is not known: nothing is said never to return.
     index2 = SFrameIndex(sf.data, sf.address)
     assert not noreturn.never_returns(abi, index2, _symbol(tmp_path / "n", "die"), read, None, decode)
+
+
+
+# Two jump tables, the second reached only through the first's targets, and that way clobbering
+# the first's base register.
+TWO_TABLES = ("48 83 ec 18"  # 0: sub $0x18,%rsp
+              "48 89 5c 24 10"  # 4: mov %rbx,0x10(%rsp)
+              "48 8d 15 30 00 00 00"  # 9: lea 0x30(%rip),%rdx: the first table, at 0x40
+              "48 63 04 ba"  # 10: movslq (%rdx,%rdi,4),%rax
+              "48 01 d0"  # 14: add %rdx,%rax
+              "ff e0"  # 17: jmp *%rax
+              "31 d2"  # 19: xor %edx,%edx (the first table's case 0)
+              "48 8d 0d 2e 00 00 00"  # 1b: lea 0x2e(%rip),%rcx: the second table, at 0x50
+              "48 63 04 b1"  # 22: movslq (%rcx,%rsi,4),%rax
+              "48 01 c8"  # 26: add %rcx,%rax
+              "ff e0"  # 29: jmp *%rax
+              "48 8b 5c 24 10"  # 2b: mov 0x10(%rsp),%rbx
+              "48 83 c4 18"  # 30: add $0x18,%rsp
+              "c3")  # 34: ret
+
+
+def test_a_jump_table_only_another_reaches():
+    """The second table's jump is reached only through the first table's targets, on a way that
+    overwrites the first one's base register: both resolve (the first table's jump taken to go
+    anywhere made the second unreached, and the second's going anywhere the first unknown)."""
+    entries = [0x19 - 0x40, 0x2b - 0x40, 0x7FFFFFFF, 0x7FFFFFFF, 0x2b - 0x50, 0x2b - 0x50]
+    at = _with_table(TWO_TABLES, [(0, (8,)), (4, (32,)), (0x34, (8,))], 0x40, entries)
+    assert at(4)[RBX] == U and at(0x19)[RBX] == saved(-16) and at(0x22)[RBX] == saved(-16)
+    assert at(0x2b)[RBX] == saved(-16) and at(0x30)[RBX] == U

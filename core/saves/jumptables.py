@@ -64,21 +64,36 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
     starts = {op.addr for op in out}
     sps = [sp_at(op.addr) for op in out]
     branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
-    found: Dict[int, Tuple[int, ...]] = {}
-    for round_ in range(_ROUNDS):
+
+    def one_round(found: Dict[int, Tuple[int, ...]], optimistic: bool) -> Dict[int, Tuple[int, ...]]:
         new = {}
         landing = branched_to.union(*found.values())
         for k, t in tables.items():
             first = t.load if t.since is None else min(t.since, t.load)
             if any(out[i].addr in landing for i in range(first + 1, k + 1)):
                 continue          # a path comes in after the table's entry is loaded
-            bases = _bases_before(out, t.load, t.base, t.defs, kept, sps, found, optimistic=round_ == 0)
+            bases = _bases_before(out, t.load, t.base, t.defs, kept, sps, found, optimistic)
             targets = _read(t, bases, read, starts, big_endian) if bases else None
             if targets is not None:
                 new[k] = targets
-        if round_ > 0 and new == found:
-            return found
+        return new
+
+    # First with the jumps not resolved yet going nowhere: code that only a table's targets reach
+    # (a second table among them) comes in as the tables resolve.
+    found: Dict[int, Tuple[int, ...]] = {}
+    for _ in range(_ROUNDS):
+        new = one_round(found, True)
+        if new == found:
+            break
         found = new
+    # Then checked as they will be used, every jump not resolved going anywhere: a table that does
+    # not come out the same is dropped, until all do.
+    for _ in range(_ROUNDS):
+        new = one_round(found, False)
+        same = {k: v for k, v in found.items() if new.get(k) == v}
+        if same == found:
+            return found
+        found = same
     return {}
 
 
