@@ -76,6 +76,14 @@ def test_decode_forms(hexbytes, length, kind, reg):
     assert ins is not None and (ins.length, ins.kind, ins.reg) == (length, kind, reg), ins
 
 
+def test_decode_writes_of_vector_moves():
+    """movd/movq from a vector register writes the general register in r/m only: the ModRM reg
+    field names the vector register (xmm3 is not rbx), so a save of rbx is not spoilt by it."""
+    assert X.decode(bytes.fromhex("66490f7edf"), 0, 0).writes == (15,)      # movq %xmm3,%r15
+    assert X.decode(bytes.fromhex("660f7ed8"), 0, 0).writes == (0,)         # movd %xmm3,%eax
+    assert X.decode(bytes.fromhex("f30f7edf"), 0, 0).writes in ((), (7,))   # movq %xmm7,%xmm3
+
+
 def test_decode_classifies_what_the_analysis_relies_on():
     dec = lambda h: X.decode(bytes.fromhex(h), 0, 0x1000)
     assert dec("eb fe").target == 0x1000 and dec("eb fe").transfer           # jmp to itself

@@ -385,6 +385,8 @@ def _two_byte_writes(op, op3, modrm, rex):
         return _with_byte_aliases([rm], False) if 0x14 <= op3 <= 0x17 else ()
     if op in _TWO_VECTOR:
         return ()
+    if op == 0x7E:
+        return _with_byte_aliases([rm], False)             # movd/movq r/m, mm/xmm: the reg field is not a GPR
     return _with_byte_aliases([reg, rm], op in (0xB0, 0xC0) and rex == 0)
 
 
