@@ -1281,3 +1281,40 @@ def test_a_jump_table_only_another_reaches():
     at = _with_table(TWO_TABLES, [(0, (8,)), (4, (32,)), (0x34, (8,))], 0x40, entries)
     assert at(4)[RBX] == U and at(0x19)[RBX] == saved(-16) and at(0x22)[RBX] == saved(-16)
     assert at(0x2b)[RBX] == saved(-16) and at(0x30)[RBX] == U
+
+
+COLD_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+volatile int sink;
+__attribute__((noinline, cold)) void report(FILE *log, int i, int v) { fprintf(log, "negative at %d: %d\n", i, v); }
+__attribute__((noinline)) long sum(const int *p, int n, FILE *log)
+{
+    long s = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < 0) {
+            report(log, i, p[i]);
+            sink = i;
+            s -= sink;
+            continue;
+        }
+        s += (long)p[i] * (i + sink);
+    }
+    return s;
+}
+int main(int c, char **v) { int a[4] = {c, 2, 3, 4}; (void)v; return (int)sum(a, 4, stderr); }
+"""
+
+
+@pytest.mark.parametrize("tc", ["host", "sid"])
+def test_cold_part_analysed_with_its_function(tmp_path, tc):
+    """GCC's `sum.cold` (the unlikely path, placed elsewhere with its own FDE) gets the registers
+    the paths of `sum` into it bring: every place the CFI gives there is proved."""
+    from sframekit.core.checks.registers import Verdict, check_registers
+    t = T.toolchain(tc)
+    (tmp_path / "c.c").write_text(COLD_C)
+    T._run_script(t, [T._compile_cmd(t, [tmp_path / "c.c"], tmp_path / "c", ["-O2", "-fomit-frame-pointer"])], tmp_path)
+    report = check_registers(str(tmp_path / "c"), function="sum.cold")
+    places = report.totals()
+    assert [f.name for f in report.functions] == ["sum.cold"], report.functions
+    assert places[Verdict.PROVED] > 0 and places[Verdict.UNKNOWN] == 0 and places[Verdict.WRONG] == 0, places

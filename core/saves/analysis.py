@@ -62,6 +62,42 @@ def _entry_problem(abi: abimod.ABIInfo, fde, symbolize: Optional[Symbolize]) -> 
     return None
 
 
+def _cold_part(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize]):
+    """GCC's `F.cold` part of the function F, analysed with F (the data flow's
+    FlowFunction.cold_part), where the symbols name both, F once; else None."""
+    flow_of = _FLOW.get(abi.sframe_abi)
+    sym = _symbol(symbolize, fde.start)
+    if flow_of is None or sym is None or sym[1] or not _COLD.search(sym[0]):
+        return None
+    parent = _named(index, symbolize, _COLD.sub("", sym[0]))
+    if parent is None:
+        return None
+    got = flow_of.cold_part(abi, index, fde, parent, read_code, symbolize)
+    return None if got.failed and not getattr(got, "unreadable", False) else got
+
+
+def _symbol(symbolize: Optional[Symbolize], addr: int):
+    try:
+        return symbolize(addr) if symbolize is not None else None
+    except Exception:
+        return None
+
+
+def _named(index, symbolize: Optional[Symbolize], name: str):
+    """The FDE of the one function symbol `name` starts, or None (none, or several: two static
+    functions of one name).  The names of the FDEs' starts are looked up once per index."""
+    names = getattr(index, "names", None)
+    if names is None:
+        names = {}
+        for fde in index.section.fdes():
+            sym = _symbol(symbolize, fde.start)
+            if sym is not None and not sym[1]:
+                names.setdefault(sym[0], []).append(fde)
+        index.names = names
+    got = names.get(name, ())
+    return got[0] if len(got) == 1 else None
+
+
 class _Refused:
     """A function the analysis does not take: every register UNKNOWN, for one reason."""
 
@@ -88,7 +124,10 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
         if len(cache) >= CACHE_LIMIT:
             cache.clear()
         why = _entry_problem(abi, fde, symbolize)
-        func = analyser(abi, index, fde, read_code, symbolize=symbolize) if why is None else _Refused(regs, why)
+        if why is None:
+            func = analyser(abi, index, fde, read_code, symbolize=symbolize)
+        else:
+            func = _cold_part(abi, index, fde, read_code, symbolize) or _Refused(regs, why)
         if not getattr(func, "unreadable", False):
             cache[fde.start] = func     # (code this reader could not read may be readable by another)
     return func

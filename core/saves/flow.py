@@ -18,7 +18,8 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
 
 An indirect jump (a jump table) may land anywhere in the function where SFrame's CFA allows it:
 its state flows into each such instruction.  Code no path from the entry reaches gets no answer,
-except alignment padding, which takes the state the instruction before it leaves.
+except alignment padding and the instruction after a call that never returns, which take the
+state the instruction before them leaves.
 """
 
 import enum
@@ -51,6 +52,7 @@ class Op(NamedTuple):
     nop: bool = False                 # does nothing: alignment padding, never a jump table's target
     targets: Optional[Tuple[int, ...]] = None   # INDIRECT: where it can go, when known (a jump table's)
     derives: Optional[Tuple[int, int, int]] = None  # (dst, src, imm): dst = src + imm (a copy, an add of a constant)
+    gone: bool = False                # a call that never returns (a STOP): what follows is not its continuation
 
 
 UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), or UNKNOWN
@@ -75,21 +77,26 @@ RulesAt = Callable[[int], Tuple[Optional[int], Optional[int]]]
 
 
 def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, entry_sp: int,
-            rules_at: RulesAt) -> Tuple[List[Optional[State]], Optional[str]]:
-    """(the state before each op, None where no path reaches it; or an error text)."""
+            rules_at: RulesAt, entry: int = 0) -> Tuple[List[Optional[State]], Optional[str]]:
+    """(the state before each op, None where no path reaches it; or an error text).  The ops
+    are in address order and may come from several pieces of code (a function and its .cold
+    part): control falls through only to the op right after; `entry`: the function's first op."""
     n = len(ops)
     where = {op.addr: k for k, op in enumerate(ops)}
     slot_of = {r: k for k, r in enumerate(regs)}
     states: List[Optional[State]] = [None] * n
     sframe = [rules_at(op.addr) for op in ops]
     sps = [cfa_sp for cfa_sp, _cfa_fp in sframe]
+    joined = [k + 1 < n and ops[k + 1].addr == op.addr + op.length for k, op in enumerate(ops)]
+    pieces = [ops[0].addr] + [ops[k + 1].addr for k in range(n - 1) if not joined[k]]
+    ends = [op.addr + op.length for k, op in enumerate(ops) if not joined[k]]
     for op in ops:
-        if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and ops[0].addr <= op.target \
-                and op.target < ops[-1].addr + ops[-1].length and op.target not in where:
+        if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and op.target not in where \
+                and any(a <= op.target < b for a, b in zip(pieces, ends)):
             return states, "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
-    states[0] = State(entry_sp, (None,) * len(regs))
-    work = [0]
-    queued = {0}
+    states[entry] = State(entry_sp, (None,) * len(regs))
+    work = [entry]
+    queued = {entry}
     while work:
         k = work.pop()
         queued.discard(k)
@@ -98,7 +105,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         op = ops[k]
         out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
         succ = []
-        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and k + 1 < n:
+        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and joined[k]:
             succ.append(k + 1)
         if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
             succ.append(where[op.target])
@@ -114,10 +121,11 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                 if j not in queued:
                     queued.add(j)
                     work.append(j)
-    # Alignment padding no path reaches (after a jump or a return) is never executed; it gets
-    # the state the instruction before it leaves, as the CFI's rows carry on over it.
+    # Code no path reaches is never executed: alignment padding (after a jump or a return), and
+    # what the compiler placed after a call it did not know never returns.  It gets the state the
+    # instruction before it leaves, as the CFI's rows carry on over it, and passes it on to no one.
     for k in range(1, n):
-        if states[k] is None and ops[k].nop and states[k - 1] is not None:
+        if states[k] is None and (ops[k].nop or ops[k - 1].gone) and states[k - 1] is not None and joined[k - 1]:
             states[k] = _transfer(ops[k - 1], states[k - 1], sframe[k - 1], slot_of, sp_reg, fp_reg)  # type: ignore[arg-type]
     return states, None
 

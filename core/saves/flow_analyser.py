@@ -56,11 +56,48 @@ class FlowFunction:
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
         self.starts = [op.addr for op in ops]
 
+    @classmethod
+    def cold_part(cls, abi, index, fde, parent, read_code, symbolize=None):
+        """The answers for `fde`, a part of the function whose FDE is `parent` placed elsewhere
+        (GCC's `.cold`): the two pieces analysed as one function, from the parent's entry, so
+        each instruction of the part gets what the parent's paths into it bring."""
+        self = cls.__new__(cls)
+        self.abi, self.fde = abi, fde
+        self.regs = [r for r in abi.callee_saved if r != abi.fp]
+        self.failed, self.plans, self.states, self.starts = None, {}, [], []
+        prow = index.rows(parent)
+        if not prow or prow[0][0] != parent.start or sp_offset(abi, prow[0][1]) != abi.entry_cfa_offset \
+                or parent.start < fde.start + fde.size and fde.start < parent.start + parent.size:
+            self.failed = "its function at %#x does not start as a function does" % parent.start
+            return self
+
+        def rules_at(addr):
+            m = index.lookup(addr)
+            rules = m.rules if m is not None else None
+            return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
+        ops: List[flow.Op] = []
+        for piece in (parent, fde):
+            code = function_code(piece, read_code)
+            got = self.decode(abi, code, piece.start, read_code, lambda addr: rules_at(addr)[0]) if code else None
+            if not got:
+                self.failed = "the code of %#x cannot be read or measured" % piece.start
+                self.unreadable = code is None
+                return self
+            ops.extend(got)
+        ops.sort(key=lambda op: op.addr)
+        ops = self._noreturn_calls(abi, index, ops, read_code, symbolize)
+        entry = [k for k, op in enumerate(ops) if op.addr == parent.start][0]
+        states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry)
+        mine = [(op.addr, state) for op, state in zip(ops, states) if fde.start <= op.addr < fde.start + fde.size]
+        self.starts = [addr for addr, _state in mine]
+        self.states = [state for _addr, state in mine]
+        return self
+
     def _noreturn_calls(self, abi, index, ops, read_code, symbolize):
         """The ops, a call to a function that never returns made a stop."""
         def decode(code, start):
             return self.decode(abi, code, start, read_code)
-        return [op._replace(flow=flow.Flow.STOP) if op.flow is flow.Flow.CALL and op.target is not None
+        return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
                 and noreturn.never_returns(abi, index, op.target, read_code, symbolize, decode) else op
                 for op in ops]
 

@@ -27,26 +27,48 @@ KNOWN = frozenset((
     "__cxa_call_terminate", "_ZSt9terminatev",
 ))
 _DECORATION = re.compile(r"(@plt|@@?[A-Za-z0-9_.]+)+$")
-DEPTH = 4              # callees followed at most this deep (deeper: taken as returning)
+DEPTH = 16             # callees followed at most this deep (deeper: taken as returning)
 _RETURNS = (0xC3, 0xC2, 0xCB, 0xCA, 0xCF)
 
 
 def never_returns(abi: abimod.ABIInfo, index, target: int, read_code: Callable, symbolize: Optional[Callable],
-                  decode: Callable, depth: int = 0) -> bool:
+                  decode: Callable) -> bool:
     """Is the function at `target` proved never to return to its caller?  `decode(code, start)`:
     its Ops (core.saves.flow).  Memoized on the index (`noreturn`)."""
     if abi.sframe_abi != abimod.AMD64.sframe_abi:
         return False
-    memo: Dict[int, bool] = index.noreturn
-    got = memo.get(target)
-    if got is not None:
-        return got
-    memo[target] = False          # (while it is looked at: a recursive call counts as returning)
-    answer = _never_returns(abi, index, target, read_code, symbolize, decode, depth)
-    if len(memo) >= 4096:
-        memo.clear()
-    memo[target] = answer
-    return answer
+    return _Search(abi, index, read_code, symbolize, decode).gone(target, 0)[0]
+
+
+class _Search:
+    """One question, followed through the callees.  An answer cut short (the depth limit, a
+    function already being looked at: recursion) is "may return" and is not remembered, so
+    that the order of the questions never changes an answer."""
+
+    def __init__(self, abi, index, read_code, symbolize, decode):
+        self.abi, self.index, self.read_code, self.symbolize, self.decode = abi, index, read_code, symbolize, decode
+        self.busy: set = set()
+
+    def gone(self, target: Optional[int], depth: int):
+        """(never returns?, cut short?)"""
+        if target is None:
+            return False, False
+        memo: Dict[int, bool] = self.index.noreturn
+        got = memo.get(target)
+        if got is not None:
+            return got, False
+        if target in self.busy or depth >= DEPTH:
+            return False, True
+        self.busy.add(target)
+        try:
+            answer, cut = _never_returns(self, target, depth)
+        finally:
+            self.busy.discard(target)
+        if not cut:
+            if len(memo) >= 4096:
+                memo.clear()
+            memo[target] = answer
+        return answer, cut
 
 
 def _name(symbolize: Optional[Callable], addr: int) -> Optional[str]:
@@ -61,39 +83,43 @@ def _name(symbolize: Optional[Callable], addr: int) -> Optional[str]:
     return _DECORATION.sub("", sym[0])
 
 
-def _never_returns(abi, index, target, read_code, symbolize, decode, depth) -> bool:
-    if _name(symbolize, target) in KNOWN:
-        return True
-    if depth >= DEPTH:
-        return False
+def _never_returns(search: "_Search", target: int, depth: int):
+    """(never returns?, cut short?) for the function at `target`."""
+    if _name(search.symbolize, target) in KNOWN:
+        return True, False
+    index = search.index
     fde = index.find_fde(target)
     if fde is None or fde.start != target:
-        return False
+        return False, False
     try:
-        code = read_code(fde.start, fde.size)
+        code = search.read_code(fde.start, fde.size)
     except Exception:
         code = None
     if code is None or len(code) != fde.size:
-        return False
-    ops = decode(code, fde.start)
+        return False, False
+    ops = search.decode(code, fde.start)
     if not ops:
-        return False
+        return False, False
     where = {op.addr: k for k, op in enumerate(ops)}
+    cut = []
 
     def gone(callee: Optional[int]) -> bool:
-        return callee is not None and never_returns(abi, index, callee, read_code, symbolize, decode, depth + 1)
+        answer, short = search.gone(callee, depth + 1)
+        if short:
+            cut.append(callee)
+        return answer
     seen = {0}
     work = [0]
     while work:
         k = work.pop()
         succ = _successors(ops, k, where, code, fde.start, gone)
         if succ is None:
-            return False                         # a way back to the caller
+            return False, bool(cut)              # a way back to the caller
         for j in succ:
             if j not in seen:
                 seen.add(j)
                 work.append(j)
-    return True
+    return True, False
 
 
 def _successors(ops, k, where, code, start, gone):

@@ -52,6 +52,7 @@ class SFrameIndex:
         self._rules: Dict[tuple, FrameRules] = {}   # (FDE info2, FRE info, data words) -> their rules
         self.saves: Dict[int, object] = {}    # function start -> save-slot facts (core.saves.analysis)
         self.noreturn: Dict[int, bool] = {}   # function start -> never returns? (core.saves.noreturn)
+        self.names: Optional[Dict[str, list]] = None   # symbol -> FDEs it starts (core.saves.analysis)
 
     @property
     def abi(self) -> F.ABI:
