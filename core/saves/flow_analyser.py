@@ -97,8 +97,9 @@ class FlowFunction:
         """The ops, a call to a function that never returns made a stop."""
         def decode(code, start):
             return self.decode(abi, code, start, read_code)
+        search = noreturn.Search(abi, index, read_code, symbolize, decode)
         return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
-                and noreturn.never_returns(abi, index, op.target, read_code, symbolize, decode) else op
+                and search.never_returns(op.target) else op
                 for op in ops]
 
     def change_points(self) -> List[int]:

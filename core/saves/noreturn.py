@@ -35,19 +35,24 @@ def never_returns(abi: abimod.ABIInfo, index, target: int, read_code: Callable, 
                   decode: Callable) -> bool:
     """Is the function at `target` proved never to return to its caller?  `decode(code, start)`:
     its Ops (core.saves.flow).  Memoized on the index (`noreturn`)."""
-    if abi.sframe_abi != abimod.AMD64.sframe_abi:
-        return False
-    return _Search(abi, index, read_code, symbolize, decode).gone(target, 0)[0]
+    return Search(abi, index, read_code, symbolize, decode).never_returns(target)
 
 
-class _Search:
-    """One question, followed through the callees.  An answer cut short (the depth limit, a
-    function already being looked at: recursion) is "may return" and is not remembered, so
-    that the order of the questions never changes an answer."""
+class Search:
+    """Questions of one function's calls, followed through the callees.  An answer cut short
+    (the depth limit, a function already being looked at: recursion) is "may return"; it is
+    remembered for this search only, so that the order in which functions are analysed never
+    changes an answer, and answers proved in full on the index for all."""
 
     def __init__(self, abi, index, read_code, symbolize, decode):
         self.abi, self.index, self.read_code, self.symbolize, self.decode = abi, index, read_code, symbolize, decode
         self.busy: set = set()
+        self.short: Dict[int, bool] = {}
+
+    def never_returns(self, target: int) -> bool:
+        if self.abi.sframe_abi != abimod.AMD64.sframe_abi:
+            return False
+        return self.gone(target, 0)[0]
 
     def gone(self, target: Optional[int], depth: int):
         """(never returns?, cut short?)"""
@@ -57,6 +62,8 @@ class _Search:
         got = memo.get(target)
         if got is not None:
             return got, False
+        if target in self.short:
+            return self.short[target], True
         if target in self.busy or depth >= DEPTH:
             return False, True
         self.busy.add(target)
@@ -64,7 +71,9 @@ class _Search:
             answer, cut = _never_returns(self, target, depth)
         finally:
             self.busy.discard(target)
-        if not cut:
+        if cut:
+            self.short[target] = answer
+        else:
             if len(memo) >= 4096:
                 memo.clear()
             memo[target] = answer
@@ -83,7 +92,7 @@ def _name(symbolize: Optional[Callable], addr: int) -> Optional[str]:
     return _DECORATION.sub("", sym[0])
 
 
-def _never_returns(search: "_Search", target: int, depth: int):
+def _never_returns(search: "Search", target: int, depth: int):
     """(never returns?, cut short?) for the function at `target`."""
     if _name(search.symbolize, target) in KNOWN:
         return True, False
