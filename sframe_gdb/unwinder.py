@@ -275,10 +275,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 # A new unwind: GDB asks about each level once per unwind, innermost first, from
                 # level 0 or, where GDB's inline-frame unwinder takes the top frames, from a later one.
                 self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
-                self._quick = not self._idle and self.plugin.mode is Mode.AUTO and self.dwarf_enabled() \
-                    and self._arch(pf) is not None
+                arch = self._arch(pf) if not self._idle and self.plugin.mode is Mode.AUTO else None
+                self._quick = arch is not None and self.dwarf_enabled()
                 if self._quick and not _PENDING_PC:
-                    self._quick_pc = self._arch(pf).pc      # (one architecture for a whole stack)
+                    self._quick_pc = arch.pc        # (one architecture for a whole stack)
                 if self._idle:
                     if self._given or self._last or self._levels or self.problems:
                         self._new_unwind()         # a previous unwind's records are not this one's

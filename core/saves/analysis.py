@@ -28,7 +28,7 @@ from ..arch import abi as abimod
 from ..sframe import format as F
 from ..sframe.index import Match
 from .flow_analyser import A64Function, S390Function, X86FlowFunction
-from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, function_code, unknown
+from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, function_code, symbol_of, unknown
 from .x86 import X86Function
 
 __all__ = ["at", "plan", "table", "instruction_starts", "Plan", "Save", "SaveKind", "UNCHANGED", "CodeReader", "Symbolize"]
@@ -39,16 +39,10 @@ CACHE_LIMIT = 1024
 _COLD = re.compile(r"\.cold(\.\d+)?$")
 
 
-def _entry_problem(abi: abimod.ABIInfo, fde, symbolize: Optional[Symbolize]) -> Optional[str]:
+def _entry_problem(abi: abimod.ABIInfo, fde, sym: Optional[Tuple[str, int]]) -> Optional[str]:
     """Why the FDE cannot be taken for a function's first instruction (its state at entry: every
-    register the caller's), or None.  A symbol settles it; without one, the CFA test of the
-    analysers decides, except on s390x, where a save does not move the CFA."""
-    sym = None
-    if symbolize is not None:
-        try:
-            sym = symbolize(fde.start)
-        except Exception:
-            sym = None
+    register the caller's), or None.  Its symbol `sym` settles it; without one, the CFA test of
+    the analysers decides, except on s390x, where a save does not move the CFA."""
     if sym is not None:
         name, offset = sym
         if offset:
@@ -62,11 +56,11 @@ def _entry_problem(abi: abimod.ABIInfo, fde, symbolize: Optional[Symbolize]) -> 
     return None
 
 
-def _cold_part(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize]):
-    """GCC's `F.cold` part of the function F, analysed with F (the data flow's
-    FlowFunction.cold_part), where the symbols name both, F once; else None."""
+def _cold_part(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize],
+               sym: Optional[Tuple[str, int]]):
+    """GCC's `F.cold` part of the function F (`sym`: the FDE's symbol), analysed with F (the
+    data flow's FlowFunction.cold_part), where the symbols name both, F once; else None."""
     flow_of = _FLOW.get(abi.sframe_abi)
-    sym = _symbol(symbolize, fde.start)
     if flow_of is None or sym is None or sym[1] or not _COLD.search(sym[0]):
         return None
     parent = _named(index, symbolize, _COLD.sub("", sym[0]))
@@ -76,13 +70,6 @@ def _cold_part(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize
     return None if got.failed and not getattr(got, "unreadable", False) else got
 
 
-def _symbol(symbolize: Optional[Symbolize], addr: int):
-    try:
-        return symbolize(addr) if symbolize is not None else None
-    except Exception:
-        return None
-
-
 def _named(index, symbolize: Optional[Symbolize], name: str):
     """The FDE of the one function symbol `name` starts, or None (none, or several: two static
     functions of one name).  The names of the FDEs' starts are looked up once per index."""
@@ -90,7 +77,7 @@ def _named(index, symbolize: Optional[Symbolize], name: str):
     if names is None:
         names = {}
         for fde in index.section.fdes():
-            sym = _symbol(symbolize, fde.start)
+            sym = symbol_of(symbolize, fde.start)
             if sym is not None and not sym[1]:
                 names.setdefault(sym[0], []).append(fde)
         index.names = names
@@ -123,11 +110,12 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
     if func is None:
         if len(cache) >= CACHE_LIMIT:
             cache.clear()
-        why = _entry_problem(abi, fde, symbolize)
+        sym = symbol_of(symbolize, fde.start)
+        why = _entry_problem(abi, fde, sym)
         if why is None:
             func = analyser(abi, index, fde, read_code, symbolize=symbolize)
         else:
-            func = _cold_part(abi, index, fde, read_code, symbolize) or _Refused(regs, why)
+            func = _cold_part(abi, index, fde, read_code, symbolize, sym) or _Refused(regs, why)
         if not getattr(func, "unreadable", False):
             cache[fde.start] = func     # (code this reader could not read may be readable by another)
     return func

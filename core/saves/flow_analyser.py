@@ -6,7 +6,7 @@ from typing import Dict, List, Optional
 
 from ..sframe import format as F
 from . import a64insn, flow, noreturn, s390insn, x86flow
-from .save import UNCHANGED, Plan, Save, SaveKind, fp_offset, function_code, sp_offset, unknown
+from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, starts_as_function, unknown
 
 
 class FlowFunction:
@@ -40,14 +40,13 @@ class FlowFunction:
             return
         rows = index.rows(fde)
         starts = [r[0] for r in rows]
-        if not rows or rows[0][0] != fde.start or sp_offset(abi, rows[0][1]) != abi.entry_cfa_offset:
+        if not starts_as_function(abi, rows, fde.start):
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % abi.entry_cfa_offset
             return
 
         def rules_at(addr):
             k = bisect.bisect_right(starts, addr) - 1
-            rules = rows[k][1] if k >= 0 else None
-            return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
+            return cfa_offsets(abi, rows[k][1] if k >= 0 else None)
         ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured)
         if not ops:
             self.failed = "the function's size is not whole instructions"
@@ -65,16 +64,14 @@ class FlowFunction:
         self.abi, self.fde = abi, fde
         self.regs = [r for r in abi.callee_saved if r != abi.fp]
         self.failed, self.plans, self.states, self.starts = None, {}, [], []
-        prow = index.rows(parent)
-        if not prow or prow[0][0] != parent.start or sp_offset(abi, prow[0][1]) != abi.entry_cfa_offset \
+        if not starts_as_function(abi, index.rows(parent), parent.start) \
                 or parent.start < fde.start + fde.size and fde.start < parent.start + parent.size:
             self.failed = "its function at %#x does not start as a function does" % parent.start
             return self
 
         def rules_at(addr):
             m = index.lookup(addr)
-            rules = m.rules if m is not None else None
-            return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
+            return cfa_offsets(abi, m.rules if m is not None else None)
         ops: List[flow.Op] = []
         for piece in (parent, fde):
             code = function_code(piece, read_code)

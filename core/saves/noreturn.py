@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional
 
 from ..arch import abi as abimod
 from .flow import Flow
+from .save import symbol_of
 
 # glibc's noreturn functions a program calls (by their names, without @plt or a version).
 KNOWN = frozenset((
@@ -81,12 +82,7 @@ class Search:
 
 
 def _name(symbolize: Optional[Callable], addr: int) -> Optional[str]:
-    if symbolize is None:
-        return None
-    try:
-        sym = symbolize(addr)
-    except Exception:
-        return None
+    sym = symbol_of(symbolize, addr)
     if sym is None or sym[1]:
         return None
     return _DECORATION.sub("", sym[0])

@@ -64,6 +64,29 @@ def function_code(fde, read_code: CodeReader) -> Optional[bytes]:
     return bytes(code) if code is not None and len(code) >= fde.size else None
 
 
+def symbol_of(symbolize: Optional[Symbolize], addr: int) -> Optional[Tuple[str, int]]:
+    """symbolize(addr), or None where there is no symbolize or it fails (an adapter's lookup
+    must never cost the analysis)."""
+    if symbolize is None:
+        return None
+    try:
+        return symbolize(addr)
+    except Exception:
+        return None
+
+
+def starts_as_function(abi, rows, start: int) -> bool:
+    """Do an FDE's rows start as a function's do: a row at its first byte, CFA = SP + the ABI's
+    entry offset (not a part of another function: GCC's .cold parts)?"""
+    return bool(rows) and rows[0][0] == start and sp_offset(abi, rows[0][1]) == abi.entry_cfa_offset
+
+
+def cfa_offsets(abi, rules) -> Tuple[Optional[int], Optional[int]]:
+    """(CFA - SP, CFA - FP) under `rules`, each None where the CFA is not based on it (both
+    None without rules): what core.saves.flow's rules_at answers."""
+    return (sp_offset(abi, rules), fp_offset(abi, rules)) if rules is not None else (None, None)
+
+
 def sp_offset(abi, rules):
     """The CFA offset where the CFA is SP + offset; None where it is based on anything else."""
     cfa = rules.cfa

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 from ..sframe import format as F
 from ..sframe.rules import RuleKind
 from . import x86insn as X
-from .save import UNCHANGED, Plan, Save, SaveKind, function_code, sp_offset, unknown
+from .save import UNCHANGED, Plan, Save, SaveKind, function_code, sp_offset, starts_as_function, unknown
 
 
 class X86Function:
@@ -110,8 +110,7 @@ class X86Function:
         if self.rows and self._lazy_plt0(insns):
             self.plt0 = True
             return None
-        if not self.rows or self.rows[0][0] != fde.start \
-                or self._sp_offset(self.rows[0][1]) != self.abi.entry_cfa_offset:
+        if not starts_as_function(self.abi, self.rows, fde.start):
             # A part of another function (GCC's .cold parts): its registers were saved elsewhere.
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % self.abi.entry_cfa_offset
             return None
