@@ -10,6 +10,8 @@
 # A root is rebuilt when its package list below changes (the list's hash is stored
 # in the root as .sframe-stamp).  Building happens in a temporary directory renamed
 # into place, under a lock, so an interrupted build never leaves a half root behind.
+# Packages added later (the *_MORE lists) are installed into an existing root in place
+# (stamped .sframe-more-stamp), so that adding a compiler does not rebuild a root.
 set -euo pipefail
 
 CACHE=${SFRAME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sframe-gdb}
@@ -52,6 +54,11 @@ SID_INCLUDE="gcc,binutils,libc6-dev,gdb,python3"
 LLDB23_INCLUDE="python3"
 LLDB23_EXTRA="lldb-23 python3-lldb-23 python3-pyelftools"
 SID_EXTRA="lldb python3-lldb python3-pyelftools clang-23 llvm-23 gdb-multiarch qemu-user gcc-aarch64-linux-gnu gcc-s390x-linux-gnu libc6-dev-arm64-cross libc6-dev-s390x-cross"
+# Installed afterwards into a root that has the lists above: C++ compilers for the real C++
+# program of tests/realprogs.py.
+TRIXIE_MORE="g++"
+SID_MORE="g++ g++-aarch64-linux-gnu g++-s390x-linux-gnu"
+LLDB23_MORE=""
 
 spec() {
     case "$1" in
@@ -62,7 +69,48 @@ spec() {
     esac
 }
 
+more() {
+    case "$1" in
+        trixie) echo "$TRIXIE_MORE" ;;
+        sid) echo "$SID_MORE" ;;
+        lldb23) echo "$LLDB23_MORE" ;;
+    esac
+}
+
 stamp_of() { spec "$1" | sha256sum | cut -c1-16; }
+more_stamp_of() { more "$1" | sha256sum | cut -c1-16; }
+
+# apt_install NAME ROOT PACKAGES: install PACKAGES in ROOT (two tries; a transient network
+# failure gets a second one).
+apt_install() {
+    local name=$1 root=$2 pkgs=$3 try
+    for try in 1 2; do
+        echo "roots: $name: installing $pkgs" >&2
+        if run_logged "$name: apt-get install" "$CACHE/roots/$name.log" unshare --mount --propagation private \
+                chroot "$root" sh -c \
+                "apt-get -o Acquire::Check-Valid-Until=false update && \
+                 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $pkgs && \
+                 apt-get clean"; then
+            return 0
+        fi
+        echo "roots: installing packages in $name failed (try $try)" >&2
+    done
+    echo "roots: installing packages in $name failed, see $CACHE/roots/$name.log" >&2
+    exit 1
+}
+
+# The *_MORE packages, into a root built before they were listed.
+add_more() {
+    local name=$1 dir="$CACHE/roots/$1" stamp pkgs
+    stamp=$(more_stamp_of "$name")
+    pkgs=$(more "$name")
+    if [ -z "$pkgs" ] || { [ -f "$dir/.sframe-more-stamp" ] && [ "$(cat "$dir/.sframe-more-stamp")" = "$stamp" ]; }; then
+        return 0
+    fi
+    rm -f "$dir/.sframe-more-stamp"
+    apt_install "$name" "$dir" "$pkgs"
+    echo "$stamp" >"$dir/.sframe-more-stamp"
+}
 
 mounted_inside() { findmnt -rn -o TARGET | grep -q "^$1/" ; }
 
@@ -93,6 +141,7 @@ build() {
     local name=$1 dir="$CACHE/roots/$1" stamp
     stamp=$(stamp_of "$name")
     if [ -f "$dir/.sframe-stamp" ] && [ "$(cat "$dir/.sframe-stamp")" = "$stamp" ]; then
+        add_more "$name"
         return 0
     fi
     IFS='|' read -r suite include extra <<<"$(spec "$name")"
@@ -117,22 +166,12 @@ build() {
         echo "roots: debootstrap $suite failed (try $try)" >&2
     done
     [ "$ok" = 1 ] || { echo "roots: debootstrap $suite failed, see $CACHE/roots/$name.log" >&2; exit 1; }
-    if [ -n "$extra" ]; then
-        ok=0
-        for try in 1 2; do
-            echo "roots: $name: installing $extra" >&2
-            if run_logged "$name: apt-get install" "$CACHE/roots/$name.log" unshare --mount --propagation private \
-                    chroot "$tmp" sh -c \
-                    "apt-get -o Acquire::Check-Valid-Until=false update && \
-                     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $extra && \
-                     apt-get clean"; then
-                ok=1; break
-            fi
-            echo "roots: installing packages in $name failed (try $try)" >&2
-        done
-        [ "$ok" = 1 ] || { echo "roots: installing packages in $name failed, see $CACHE/roots/$name.log" >&2; exit 1; }
+    extra="$extra $(more "$name")"
+    if [ -n "${extra// /}" ]; then
+        apt_install "$name" "$tmp" "$extra"
     fi
     echo "$stamp" >"$tmp/.sframe-stamp"
+    more_stamp_of "$name" >"$tmp/.sframe-more-stamp"
     rm -rf --one-file-system "$dir"
     mv "$tmp" "$dir"
     echo "roots: the $name root is ready" >&2

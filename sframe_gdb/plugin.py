@@ -72,7 +72,7 @@ class Plugin:
         DWARF unwinders): GDB calls it again, and it decides at the next unwind's first frame
         whether it stays (SFrameUnwinder.__call__); an idle unwinder that GDB calls no more
         costs nothing."""
-        self.unwinder.enabled = self.enabled and self.maybe
+        self.unwinder.switch(self.enabled and self.maybe)
         self.unwinder.undecided()
 
     def dwarf_switched(self):

@@ -23,7 +23,6 @@ from ..core.sframe.format import MASK64
 from ..core.unwind.policy import Mode, choose
 from . import arch as archmod
 from . import dwarf
-from .symbols import symbol_at
 
 # core.unwind.unwinder is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
@@ -78,6 +77,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def __init__(self, plugin):
         super().__init__("sframe")
         self.plugin = plugin
+        self._calling = False     # inside __call__ (see switch)
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
         self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
         self._ahead = {}          # chain index -> its caller (core Frame or Stop), unwound ahead (where not in _ready)
@@ -257,7 +257,20 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     # -- the unwinder -----------------------------------------------------------------------
 
+    def switch(self, on):
+        """Enable or disable it.  GDB 14 and later's `enabled` setter also drops every frame GDB
+        has built: right where the change alters what GDB would unwind, but never while GDB is
+        unwinding (inside __call__, where the frames it drops are the ones being built, and GDB
+        stops on an internal error): there, only the flag changes."""
+        if on == self.enabled:
+            return
+        if self._calling and isinstance(getattr(type(self), "enabled", None), property):
+            self._enabled = on
+        else:
+            self.enabled = on
+
     def __call__(self, pf):
+        self._calling = True
         try:
             level = pf.level()
             if level == self._next:
@@ -285,7 +298,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                     if self.plugin.watched:
                         # Nothing can make it active but what wakes it (Plugin.wake): GDB need
                         # not call it until then.
-                        self.enabled = False
+                        self.switch(False)
             self._seen = level
             if self._idle:
                 return None
@@ -314,6 +327,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 self.problems[level] = (None, why)     # (sframe verify counts them)
             self.plugin.log("frame #%s: declined after an %s" % (level, why))
             return None
+        finally:
+            self._calling = False
 
     def _decline(self, level, pc, why, always=False, detail=None):
         """Leave the frame to GDB's other unwinders, and say why under `set debug sframe on`
@@ -384,7 +399,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
             return None
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved,
-                   symbolize=symbol_at)
+                   symbolize=ms.symbolize)
         return self._answer(pf, arch, abi, level, pc, res, found)
 
     def _same_frame(self, pf):
@@ -464,7 +479,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         walker = self._walkers.get((abi.sframe_abi, callee_saved))
         if walker is None:
             walker = self._walkers[(abi.sframe_abi, callee_saved)] = Ahead(abi, self._read, ms.find, callee_saved=callee_saved,
-                                                               symbolize=symbol_at)
+                                                               symbolize=ms.symbolize)
 
         verdicts = self._verdicts
 

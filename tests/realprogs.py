@@ -23,7 +23,7 @@ import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import toolchains as T
 
@@ -31,29 +31,89 @@ FLAGS = ("-O2", "-fomit-frame-pointer", *T.BASE_CFLAGS)
 
 
 @dataclass(frozen=True)
+class Workload:
+    """A run of the program that recurses deeply, and where the debuggers' tests stop inside it."""
+    files: tuple        # (name, text): input files written beside the program
+    args: tuple         # its arguments; "{dir}" is the directory of those files
+    stop: str           # the function to break in ...
+    ignore: int         # ... after letting this many hits pass
+
+
+@dataclass(frozen=True)
 class Program:
     name: str           # the program's name here
     package: str        # Debian source package
-    sources: tuple      # globs of the C files, relative to the unpacked tree (`!glob` removes)
+    sources: tuple      # globs of the C and C++ files, relative to the unpacked tree (`!glob` removes)
+    smoke: tuple        # (arguments, text its output must contain[, exit status]): it works
+    deep: Optional[Workload] = None
     includes: tuple = ()
     defines: tuple = ()
     libs: tuple = ("-lm",)
-    args: tuple = ()     # a workload that recurses (for the debuggers' tests)
+    prepare: str = ""   # shell commands run once in the tree, on the host, before building
+
+    def recipe(self) -> str:
+        """What the build depends on, in the form the cached builds were first keyed by (so that
+        adding a field here rebuilds nothing)."""
+        text = "Program(name=%r, package=%r, sources=%r, includes=%r, defines=%r, libs=%r, args=())" % (
+            self.name, self.package, self.sources, self.includes, self.defines, self.libs)
+        return text + self.prepare
+
+    @property
+    def cplusplus(self) -> bool:
+        return any(s.endswith(".cpp") for s in self.sources)
+
+
+def _nested(open_: str, inner: str, close: str, depth: int) -> str:
+    return open_ * depth + inner + close * depth
 
 
 PROGRAMS = {
     # A register-based bytecode interpreter: a large switch-dispatched loop (luaV_execute), a
-    # recursive-descent parser and code generator, recursion between C and Lua calls.
+    # recursive-descent parser and code generator, recursion between C and Lua calls.  The deep
+    # stop: 40 nested parentheses, each a few C frames (subexpr, simpleexp, suffixedexp,
+    # primaryexp, ...); the 70th call of luaX_next is inside them.
     "lua": Program("lua", "lua5.4", ("src/*.c", "!src/luac.c"), defines=("-DLUA_USE_LINUX",),
-                   libs=("-lm", "-ldl")),
+                   libs=("-lm", "-ldl"), smoke=(("-e", "print(string.format('%d', 6 * 7))"), "42"),
+                   deep=Workload((("deep.lua", "return " + _nested("(", "1", ")", 40) + "\n"),),
+                                 ("{dir}/deep.lua",), "luaX_next", 70)),
     # A compressor: hand-tuned loops under heavy register pressure, many callee-saved registers.
     "zstd": Program("zstd", "libzstd", ("lib/common/*.c", "lib/compress/*.c", "lib/decompress/*.c",
                                         "lib/dictBuilder/*.c", "programs/*.c"),
                     includes=("lib", "lib/common", "programs"),
                     defines=("-DZSTD_NOBENCH", "-DZSTD_NODICT", "-DZSTD_NOTRACE", "-DZSTD_DISABLE_ASM",
                              "-DZSTD_LEGACY_SUPPORT=0", "-DZSTD_MULTITHREAD=0", "-DBACKTRACE_ENABLE=0"),
-                    libs=()),
+                    libs=(), smoke=(("-V",), "Zstandard")),
+    # SQL: the amalgamation and its shell (generated from the source tree by its own build, with
+    # its bundled Jim Tcl), a VDBE bytecode engine switch-dispatched in one huge function, a code
+    # generator that recurses through nested expressions.  The deep stop: in the code generator,
+    # 20 levels of sqlite3ExprCodeTarget / sqlite3ExprCodeTemp into a 30-deep sum.
+    "sqlite": Program("sqlite", "sqlite3", ("bld/sqlite3.c", "bld/shell.c"), includes=("bld",),
+                      defines=("-DSQLITE_THREADSAFE=0", "-DSQLITE_OMIT_LOAD_EXTENSION=1"),
+                      prepare="mkdir -p bld && cd bld && ../configure >/dev/null && make sqlite3.c shell.c >/dev/null",
+                      smoke=((":memory:", "select 6*7;"), "42"),
+                      deep=Workload((("deep.sql", "select " + _nested("x+(", "x", ")", 30) + " from (select 1 as x);\n"),),
+                                    (":memory:", ".read {dir}/deep.sql"), "sqlite3ExprCodeTarget", 45)),
+    # C++: a JSON library and its test runner: a recursive-descent parser (readValue, readArray,
+    # readObject), exceptions, std::string, std::map and std::deque, inlined templates.  The deep
+    # stop: the 51st readArray of 60 nested arrays.
+    "jsoncpp": Program("jsoncpp", "libjsoncpp", ("src/lib_json/*.cpp", "src/jsontestrunner/main.cpp"),
+                       includes=("include",), libs=(),
+                       smoke=(("--json-config",), "JSON_NO_INT64=0", 3),   # (then: "no input file")
+                       deep=Workload((("deep.json", _nested("[", "1", "]", 60) + "\n"),),
+                                     ("--parse-only", "{dir}/deep.json"), "Json::OurReader::readArray", 50)),
 }
+
+
+def prepared(prog: Program) -> Path:
+    """The program's source tree, its `prepare` commands run (once)."""
+    tree = source_tree(prog.package)
+    if prog.prepare:
+        stamp = tree / (".prepared-" + hashlib.sha256(prog.prepare.encode()).hexdigest()[:12])
+        if not stamp.exists():
+            subprocess.run(["sh", "-c", "set -e; " + prog.prepare], cwd=tree, check=True, capture_output=True,
+                           text=True, timeout=1800)
+            stamp.touch()
+    return tree
 
 
 def _apt_options(state: Path) -> list:
@@ -113,9 +173,9 @@ def build(tc_name: str, name: str) -> Path:
     """The program built with the toolchain (cached): its path."""
     tc = T.toolchain(tc_name)
     prog = PROGRAMS[name]
-    tree = source_tree(prog.package)
+    tree = prepared(prog)
     files = _files(tree, prog.sources)
-    recipe = repr((compiler_version(tc), FLAGS, prog, files, tree.name))
+    recipe = "(%r, %r, %s, %r, %r)" % (compiler_version(tc), FLAGS, prog.recipe(), files, tree.name)
     key = hashlib.sha256(recipe.encode()).hexdigest()[:16]
     out_dir = T.cache_dir() / "realprogs" / tc.name / ("%s-%s" % (name, key))
     exe = out_dir / name
@@ -125,11 +185,12 @@ def build(tc_name: str, name: str) -> Path:
     obj_dir.mkdir(parents=True, exist_ok=True)
     cflags = [*FLAGS, *("-I" + str(tree / i) for i in prog.includes), *prog.defines]
     objs = [str(obj_dir / (f.replace("/", "_") + ".o")) for f in files]
-    compile_lines = "".join(shlex.join([tc.cc, *cflags, "-c", str(tree / f), "-o", o]) + "\n" for f, o in zip(files, objs))
+    compile_lines = "".join(shlex.join([tc.cxx if f.endswith(".cpp") else tc.cc, *cflags, "-c", str(tree / f), "-o", o])
+                            + "\n" for f, o in zip(files, objs))
     (out_dir / "compile.list").write_text(compile_lines)
     script = ("set -e\ntr '\\n' '\\0' < %s | xargs -0 -P2 -n1 sh -c\n%s\n" % (
         shlex.quote(str(out_dir / "compile.list")),
-        shlex.join([tc.cc, *FLAGS, "-o", str(exe) + ".tmp", *objs, *prog.libs])))
+        shlex.join([tc.cxx if prog.cplusplus else tc.cc, *FLAGS, "-o", str(exe) + ".tmp", *objs, *prog.libs])))
     T.run_in(tc, ["sh", "-c", script], cwd=out_dir, binds=[tree, out_dir], check=True, timeout=1800)
     os.replace(str(exe) + ".tmp", exe)
     for o in objs:

@@ -1216,11 +1216,13 @@ __attribute__((noinline, noreturn)) void die(const char *m) { fputs(m, stderr); 
 __attribute__((noinline, noreturn)) void die_too(void) { sink = 1; die("x"); }
 __attribute__((noinline, noreturn)) void trapper(void) { sink = 2; __builtin_trap(); }
 __attribute__((noinline)) void maybe(int x) { if (x > 3) die("y"); sink = x; }
+__attribute__((noinline)) void cond_return(int x) { if (x != 9) return; die("z"); }
 __attribute__((noinline)) int trap_or_return(int x) { if (x > 7) __builtin_trap(); return x + sink; }
 __attribute__((noinline)) int through_a_pointer(void (*f)(void)) { f(); return sink; }
 int main(int c, char **v) {
     (void)v;
     maybe(c - 1);
+    cond_return(c);
     if (c > 5) die_too();
     if (c > 6) trapper();
     return trap_or_return(c - 1) + through_a_pointer(c > 9 ? trapper : 0);
@@ -1228,12 +1230,54 @@ int main(int c, char **v) {
 """
 
 
-@pytest.mark.parametrize("tc", ["host", "sid"])
+# A switch whose table's length the bound check gives: `cmp $1,%edi; ja`, then the table of two.
+BOUNDED_SWITCH = ("48 83 ec 18"  # 0: sub $0x18,%rsp
+                  "48 89 5c 24 10"  # 4: mov %rbx,0x10(%rsp)
+                  "83 ff 01"  # 9: cmp $1,%edi
+                  "77 1b"  # c: ja 0x29
+                  "48 8d 15 2b 00 00 00"  # e: lea 0x2b(%rip),%rdx: the table at 0x40
+                  "89 ff"  # 15: mov %edi,%edi
+                  "48 63 04 ba"  # 17: movslq (%rdx,%rdi,4),%rax
+                  "48 01 d0"  # 1b: add %rdx,%rax
+                  "ff e0"  # 1e: jmp *%rax
+                  "31 db"  # 20: xor %ebx,%ebx (case 0)
+                  "eb 05"  # 22: jmp 0x29
+                  "bb 01 00 00 00"  # 24: mov $1,%ebx (case 1)
+                  "48 8b 5c 24 10"  # 29: mov 0x10(%rsp),%rbx
+                  "48 83 c4 18"  # 2e: add $0x18,%rsp
+                  "c3")  # 32: ret
+
+
+def test_jump_table_length_from_the_bound_check():
+    """The word after the table (another table's, here one that lands on the save at 4) is no
+    entry where `cmp $1; ja` says the table has two; without a bound check it would be read as
+    one, and the cases would meet the state before the save (unknown, never wrong)."""
+    rows = [(0, (8,)), (4, (32,)), (0x32, (8,))]
+    entries = [0x20 - 0x40, 0x24 - 0x40, 0x4 - 0x40]
+    at = _with_table(BOUNDED_SWITCH, rows, 0x40, entries)
+    assert at(0x20)[RBX] == saved(-16) and at(0x24)[RBX] == saved(-16) and at(0x29)[RBX] == saved(-16)
+    for mutant in (BOUNDED_SWITCH.replace("77 1b", "76 1b"),           # jbe: no bound
+                   BOUNDED_SWITCH.replace("83 ff 01", "83 ff ff")):    # cmp $-1: no unsigned bound
+        at = _with_table(mutant, rows, 0x40, entries)
+        assert unknown(at(0x20)[RBX])
+
+
+@pytest.mark.parametrize("hexbytes,want", [
+    ("3c a2", (0, 8, 0xA2)), ("83 ff 01", (7, 32, 1)), ("48 83 f8 05", (0, 64, 5)), ("83 f8 ff", (0, 32, -1)),
+    ("41 80 f8 13", (8, 8, 0x13)), ("66 3d 10 01", (0, 16, 0x110)), ("80 fc 05", None), ("39 c3", None)])
+def test_x86_bound_check_compares(hexbytes, want):
+    """cmp $imm,%reg as a bound: the register, the width and the unsigned bound (a negative one is
+    no bound); %ah..%bh and register compares are none."""
+    from sframekit.core.saves import x86flow
+    assert x86flow._cmp_imm(bytes.fromhex(hexbytes)) == want
+
+
+@pytest.mark.parametrize("tc", ["host", "sid", "sid-aarch64", "sid-s390x"])
 def test_calls_that_never_return(tmp_path, tc):
     """A function whose every path ends in abort (through the PLT), in a trap, or in a call or
     jump to such a function never returns; one with a `ret` on some path, or a call through a
     pointer in tail position, may."""
-    from sframekit.core.saves import flow_analyser, noreturn
+    from sframekit.core.saves import noreturn
     t = T.toolchain(tc)
     (tmp_path / "n.c").write_text(NORETURN_C)
     T._run_script(t, [T._compile_cmd(t, [tmp_path / "n.c"], tmp_path / "n", ["-O2", "-fomit-frame-pointer"])], tmp_path)
@@ -1244,10 +1288,12 @@ def test_calls_that_never_return(tmp_path, tc):
     read = img.code_reader()
 
     def decode(code, start):
-        return flow_analyser.X86FlowFunction.decode(abi, code, start, read)
+        return S._FLOW[abi.sframe_abi].decode(abi, code, start, read)
+    names = ("die", "die_too", "trapper", "maybe", "cond_return", "trap_or_return", "through_a_pointer", "main")
     got = {name: noreturn.never_returns(abi, index, _symbol(tmp_path / "n", name), read, img.symbolize, decode)
-           for name in ("die", "die_too", "trapper", "maybe", "trap_or_return", "through_a_pointer", "main")}
-    assert got == {"die": True, "die_too": True, "trapper": True, "maybe": False, "trap_or_return": False,
+           for name in names}
+    assert got == {"die": True, "die_too": True, "trapper": True, "maybe": False, "cond_return": False,
+                   "trap_or_return": False,
                    "through_a_pointer": False, "main": False}, got
     # Without the names (no symbols), abort@plt is not known: nothing is said never to return.
     index2 = SFrameIndex(sf.data, sf.address)
@@ -1318,3 +1364,106 @@ def test_cold_part_analysed_with_its_function(tmp_path, tc):
     places = report.totals()
     assert [f.name for f in report.functions] == ["sum.cold"], report.functions
     assert places[Verdict.PROVED] > 0 and places[Verdict.UNKNOWN] == 0 and places[Verdict.WRONG] == 0, places
+
+
+# -- exceptions: landing pads (core.dwarf.lsda) -----------------------------------------------------
+
+def test_lsda_call_sites():
+    """An LSDA's call-site records, as offsets from the function's start (LPStart omitted): the
+    ranges with a landing pad; a return address finds its record by its address minus one."""
+    from sframekit.core.dwarf import lsda
+    table = bytes([0xFF, 0xFF, 0x01, 12,          # LPStart, TType omitted; ULEB128 records, 12 bytes
+                   0x04, 0x05, 0x20, 0x00,        # [4, 9): pad at 0x20
+                   0x10, 0x05, 0x00, 0x00,        # [0x10, 0x15): no pad
+                   0x18, 0x04, 0x30, 0x01])       # [0x18, 0x1c): pad at 0x30, an action
+    sites = lsda.call_sites(b"\0" * 8 + table, 0x5000, 0x5008, 0x1000)
+    assert sites == (lsda.CallSite(0x1004, 0x1009, 0x1020), lsda.CallSite(0x1018, 0x101C, 0x1030))
+    assert lsda.landing_pad(sites, 0x1009) == 0x1020 and lsda.landing_pad(sites, 0x100A) is None
+    assert lsda.landing_pad(sites, 0x101C) == 0x1030 and lsda.landing_pad(sites, 0x1004) is None
+    # udata4 records, big-endian (s390x), a type table to skip, an LPStart given PC-relative
+    big = bytes([0x1B, 0, 0, 0, 0x10, 0x00, 0x05, 0x03, 13,     # LPStart: pcrel sdata4 (at 0x8001)
+                 0, 0, 0, 4, 0, 0, 0, 8, 0, 0, 0, 0x40, 0x00])
+    got = lsda.call_sites(big + b"\0", 0x8000, 0x8000, 0x1000, big_endian=True)
+    assert got == (lsda.CallSite(0x8011 + 4, 0x8011 + 12, 0x8011 + 0x40),)
+
+
+@pytest.mark.parametrize("bad,offset,words", [
+    (b"", 0, "outside the section"),
+    (bytes([0xFF, 0xFF, 0x01, 40, 0x04, 0x05, 0x20, 0x00]), 4, "runs past the end of the section"),
+    (bytes([0xFF, 0xFF, 0x07, 4, 0x04, 0x05, 0x20, 0x00]), 4, "value encoding 0x07"),
+    (bytes([0xFF, 0xFF, 0x11, 4, 0x04, 0x05, 0x20, 0x00]), 3, "call-site encoding 0x11"),
+    (bytes([0xFF, 0xFF, 0x01, 3, 0x04, 0x05, 0x20, 0x00]), 8, "past the table's length"),
+    (bytes([0xFF, 0xFF, 0x01, 0x80] + [0x80] * 12), 14, "LEB128"),
+    (bytes([0xFF, 0xFF, 0x03, 2, 0x04, 0x05]), 4, "4-byte value runs past the end"),
+])
+def test_lsda_malformed(bad, offset, words):
+    """A malformed exception table: our own error, naming the section, the byte offset and the
+    rule broken (never IndexError)."""
+    from sframekit.core.dwarf import lsda
+    from sframekit.core.errors import CfiError
+    with pytest.raises(CfiError) as exc:
+        lsda.call_sites(bad, 0x1000, 0x1000, 0x400)
+    assert exc.value.section == ".gcc_except_table" and exc.value.offset == offset and words in str(exc.value)
+
+
+EH_CPP = r"""
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+volatile int sink;
+__attribute__((noinline)) void thrower(int x) { if (x > 0) throw std::runtime_error("x"); sink = x; }
+extern "C" __attribute__((noinline)) void always_throws(int x) { sink = x; throw std::runtime_error("always"); }
+// Every path it has without exceptions ends in a call that throws; its own catch returns.
+extern "C" __attribute__((noinline)) int catches_own(int x) {
+    try { always_throws(x); } catch (const std::exception &) { return sink + 1; }
+    return 0;
+}
+// The string's destructor runs on the way out of an exception: a landing pad no jump reaches.
+extern "C" __attribute__((noinline)) long with_cleanup(int n) {
+    std::string s(n, 'a');
+    long t = 0;
+    for (int i = 0; i < n; i++) { thrower(i - n + 1); t += s[i] * i + sink; }
+    return t;
+}
+int main(int c, char **) {
+    try { return (int)with_cleanup(c + 40) + catches_own(c); }
+    catch (const std::exception &e) { std::puts(e.what()); return 1; }
+}
+"""
+
+
+@pytest.mark.parametrize("tc", ["host", "sid", "sid-aarch64", "sid-s390x"])
+def test_landing_pads(tmp_path, tc):
+    """C++ landing pads (reached only by the unwinder, from the calls their exception table
+    names) get the registers of those calls: every place of the functions is proved against the
+    CFI, none wrong.  A function that throws and catches its own exception returns; one that
+    only throws does not, where the exception tables say it has no landing pad, and may where
+    the tables are not known."""
+    from sframekit.core.checks.against_cfi import cfi_functions
+    from sframekit.core.checks.registers import Verdict, check_registers
+    from sframekit.core.dwarf.lsda import tables_of
+    from sframekit.core.saves import noreturn
+    t = T.toolchain(tc)
+    (tmp_path / "e.cc").write_text(EH_CPP)
+    cmd = T._compile_cmd(t, [tmp_path / "e.cc"], tmp_path / "e", ["-O2", "-fomit-frame-pointer"])
+    T._run_script(t, [[t.cxx, *cmd[1:]]], tmp_path)
+    report = check_registers(str(tmp_path / "e"))
+    mine = [f for f in report.functions if f.name.split(".")[0] in ("with_cleanup", "catches_own", "main")]
+    assert {f.name.split(".")[0] for f in mine} == {"with_cleanup", "catches_own", "main"}, report.functions
+    assert not report.wrong, report.wrong[:10]
+    for f in mine:
+        assert f.places[Verdict.UNKNOWN] == 0 and f.places[Verdict.PROVED] > 0, (f.name, f.places, f.reasons)
+    img = ElfImage(str(tmp_path / "e"))
+    sf = img.require_sframe()
+    abi = abimod.for_elf(img.machine, img.big_endian)
+    read = img.code_reader()
+    cfis, _ = cfi_functions(str(tmp_path / "e"), img)
+
+    def never_returns(name, known):
+        index = SFrameIndex(sf.data, sf.address)
+        if known:
+            index.exceptions = tables_of(img, {c.lo: c.lsda for c in cfis if c.lsda is not None})
+        return noreturn.never_returns(abi, index, _symbol(tmp_path / "e", name), read, img.symbolize,
+                                      lambda code, start: S._FLOW[abi.sframe_abi].decode(abi, code, start, read))
+    assert never_returns("always_throws", True) and not never_returns("catches_own", True)
+    assert not never_returns("always_throws", False) and not never_returns("catches_own", False)

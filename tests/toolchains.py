@@ -75,6 +75,10 @@ class Toolchain:
     def cc(self) -> str:
         return self.prefix + "gcc"
 
+    @property
+    def cxx(self) -> str:
+        return self.prefix + "g++"
+
     def tool(self, name: str) -> str:
         """A binutils program for this target: objcopy, readelf, objdump, ..."""
         return self.prefix + name

@@ -104,6 +104,7 @@ class CfiFunction:
     hi: int
     rows: Optional[List[dict]]   # pyelftools' decoded table rows (None: rows it decodes wrongly)
     section: str
+    lsda: Optional[int] = None   # the address of its exception table (.eh_frame's `L` augmentation)
 
 
 def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[CfiFunction], object]:
@@ -140,7 +141,7 @@ def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[Cfi
                     if isinstance(e, FDE):
                         lo = e["initial_location"] & MASK64
                         rows = None if misdecoded(e) else list(e.get_decoded().table)
-                        out.append(CfiFunction(lo, lo + e["address_range"], rows, name))
+                        out.append(CfiFunction(lo, lo + e["address_range"], rows, name, getattr(e, "lsda_pointer", None)))
             except DWARFError as exc:
                 import elftools
                 raise ElfError("%s: pyelftools %s cannot decode its %s: %s%s" % (

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..arch import abi as abimod
+from ..dwarf.lsda import tables_of
 from ..dwarf.rows import Expr, cfa_rule, register_rule, shared_structs, unwind_rule
 from ..elf.image import ElfImage
 from ..errors import ElfError
@@ -276,6 +277,7 @@ def check_registers(path: str, function: Optional[str] = None, limit_wrong: int 
     cfis, structs = cfi_functions(path, img)
     if structs is None or not cfis:
         raise ElfError("%s: no DWARF CFI (.eh_frame or .debug_frame) to check the analysis against" % path)
+    index.exceptions = tables_of(img, {c.lo: c.lsda for c in cfis if c.lsda is not None})
     report = RegisterReport(path, abi.name)
     regs = [r for r in abi.callee_saved if r != abi.fp]
     names = {r: abi.regname(r) for r in regs}

@@ -477,6 +477,19 @@ class ElfImage:
             return None
         return load_elf(self.path, load, "section %s" % name)
 
+    def section_bytes(self, name: str) -> Optional[Tuple[bytes, int]]:
+        """(bytes, address) of the first section called `name` with contents (of a relocatable
+        file: relocated, as `relocated_section`), or None.  Read from the file now."""
+        if self.relocatable:
+            return self.relocated_section(name)
+
+        def load(elf, _fh):
+            for sec in section_headers(elf):
+                if sec.name == name and sec.type != SHT_NOBITS:
+                    return section_data(elf, sec), sec.addr
+            return None
+        return load_elf(self.path, load, "section %s" % name)
+
     def _read_symbols(self, elf, sections: List[SectionHeader]):
         """Function symbols (address, size, name), from .symtab, else .dynsym, sorted by address.
         In a relocatable file a symbol's value is an offset in its section: placed as the

@@ -87,7 +87,7 @@ def _branch(word, addr):
         if opc in (0b0000, 0b1000):
             return Op(addr, 4, Flow.INDIRECT)                 # BR, BRAA...: a jump table or a tail call
         if opc in (0b0010, 0b0100, 0b0101):
-            return Op(addr, 4, Flow.STOP)                     # RET (RETAA, RETAB), ERET, DRPS
+            return Op(addr, 4, Flow.STOP, returns=True)       # RET (RETAA, RETAB), ERET, DRPS
         return Op(addr, 4, Flow.INDIRECT_OR_NEXT)
     if word & 0xFFE0001F == 0xD4200000 or word >> 16 == 0:    # BRK, UDF
         return Op(addr, 4, Flow.STOP)
@@ -179,10 +179,11 @@ def _logical_imm(word):
     return (word >> 23) & 0x3F == 0b100100 and (word >> 29) & 3 != 3
 
 
-def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=False) -> Optional[list]:
+def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=False, elsewhere=None) -> Optional[list]:
     """The Ops of a function's code (little-endian words), or None if its size is not whole words.
     With `read(addr, size)` (the program's data), a `br` through a jump table goes to its targets
-    (core.saves.jumptables; `kept`: the registers a call preserves, `sp_at`: SFrame's CFA - SP)."""
+    (core.saves.jumptables; `kept`: the registers a call preserves, `sp_at`: SFrame's CFA - SP,
+    `elsewhere`: where a case outside this code may be)."""
     if len(code) % 4:
         return None
     raw = [int.from_bytes(code[k:k + 4], "little") for k in range(0, len(code), 4)]
@@ -190,7 +191,7 @@ def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=Fa
     if read is not None:
         tables = jump_tables(raw, out)
         for k, targets in jumptables.resolve(out, tables, read, kept, sp_at or (lambda addr: None),
-                                             big_endian).items():
+                                             big_endian, elsewhere).items():
             out[k] = out[k]._replace(targets=targets)
     return out
 
@@ -285,12 +286,14 @@ def _constant_defs(words: List[int], out: List[Op], reg: int) -> Dict[int, int]:
 
 def _bound(words: List[int], out: List[Op], i_load: int, index: int) -> Optional[int]:
     """The table's entries where the bound check on `index` is plain: `cmp wI, #n` then `b.hi`
-    or `b.hs` away just before the load, or `b.ls`/`b.lo` to it; None where it is not found."""
+    or `b.hs` away just before the load, or `b.ls`/`b.lo` to it (or to the straight line of code
+    into it that leaves wI alone); None where it is not found."""
     def cmp_imm(j):
         w = words[j] if 0 <= j else 0
         if w & 0x7F80001F == 0x7100001F and (w >> 5) & 31 == index:     # SUBS wzr/xzr, wI/xI, #imm
             return ((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)
         return None
+    run = {out[i_load].addr}              # the straight line into the load: where b.ls may go
     for j in range(i_load - 1, max(i_load - 1 - jumptables.WINDOW, -1), -1):
         w = words[j]
         if w & 0xFF000010 == 0x54000000 and w & 0xF in (2, 8):               # b.hs / b.hi away
@@ -298,10 +301,10 @@ def _bound(words: List[int], out: List[Op], i_load: int, index: int) -> Optional
             return None if n is None else n + (1 if w & 0xF == 8 else 0)
         if out[j].flow is not Flow.NEXT or index in out[j].writes or any(ld[0] == index for ld in out[j].loads):
             break
-    addr = out[i_load].addr
+        run.add(out[j].addr)
     for j, op in enumerate(out):
         w = words[j]
-        if op.target == addr and w & 0xFF000010 == 0x54000000 and w & 0xF in (3, 9):   # b.lo / b.ls to it
+        if op.target in run and w & 0xFF000010 == 0x54000000 and w & 0xF in (3, 9):   # b.lo / b.ls to it
             n = cmp_imm(j - 1)
             if n is not None:
                 return n + (1 if w & 0xF == 9 else 0)

@@ -37,6 +37,9 @@ CACHE_LIMIT = 1024
 
 
 _COLD = re.compile(r"\.cold(\.\d+)?$")
+# A C++ constructor's or destructor's base-object symbol (C2, D2: GCC names its .cold part after
+# it), whose address often has the complete-object name (C1, D1) too, the one a symbolizer may give.
+_BASE_OBJECT = re.compile(r"(?<=[0-9A-Za-z_])([CD])2(?=[EIB])")
 
 
 def _entry_problem(abi: abimod.ABIInfo, fde, sym: Optional[Tuple[str, int]]) -> Optional[str]:
@@ -81,7 +84,7 @@ def _named(index, symbolize: Optional[Symbolize], name: str):
             if sym is not None and not sym[1]:
                 names.setdefault(sym[0], []).append(fde)
         index.names = names
-    got = names.get(name, ())
+    got = names.get(name) or names.get(_BASE_OBJECT.sub(r"\g<1>1", name), ())
     return got[0] if len(got) == 1 else None
 
 

@@ -17,9 +17,13 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
   otherwise: `clobbers`) makes that register UNKNOWN.
 
 An indirect jump (a jump table) may land anywhere in the function where SFrame's CFA allows it:
-its state flows into each such instruction.  Code no path from the entry reaches gets no answer,
-except alignment padding and the instruction after a call that never returns, which take the
-state the instruction before them leaves.
+its state flows into each such instruction.  A call an exception may leave through one of the
+function's landing pads (its exception table: core.dwarf.lsda) flows into that pad too, with the
+state it returns with: the unwinder restores the callee-saved registers as they were at the call.
+
+Code no path from the entry reaches gets no answer, except alignment padding and the code after a
+call that never returns (as far as it goes without meeting code a path reaches), which take the
+state the code before them leaves.
 """
 
 import enum
@@ -53,6 +57,7 @@ class Op(NamedTuple):
     targets: Optional[Tuple[int, ...]] = None   # INDIRECT: where it can go, when known (a jump table's)
     derives: Optional[Tuple[int, int, int]] = None  # (dst, src, imm): dst = src + imm (a copy, an add of a constant)
     gone: bool = False                # a call that never returns (a STOP): what follows is not its continuation
+    returns: bool = False             # it may return to the caller (a STOP: always; s390x's bner %r14: or go on)
 
 
 UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), or UNKNOWN
@@ -77,10 +82,12 @@ RulesAt = Callable[[int], Tuple[Optional[int], Optional[int]]]
 
 
 def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, entry_sp: int,
-            rules_at: RulesAt, entry: int = 0) -> Tuple[List[Optional[State]], Optional[str]]:
+            rules_at: RulesAt, entry: int = 0, pads: Optional[Dict[int, int]] = None
+            ) -> Tuple[List[Optional[State]], Optional[str]]:
     """(the state before each op, None where no path reaches it; or an error text).  The ops
     are in address order and may come from several pieces of code (a function and its .cold
-    part): control falls through only to the op right after; `entry`: the function's first op."""
+    part): control falls through only to the op right after; `entry`: the function's first op;
+    `pads`: op number of a call -> op number of the landing pad an exception leaves it for."""
     n = len(ops)
     where = {op.addr: k for k, op in enumerate(ops)}
     slot_of = {r: k for k, r in enumerate(regs)}
@@ -94,16 +101,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and op.target not in where \
                 and any(a <= op.target < b for a, b in zip(pieces, ends)):
             return states, "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
-    states[entry] = State(entry_sp, (None,) * len(regs))
-    work = [entry]
-    queued = {entry}
-    while work:
-        k = work.pop()
-        queued.discard(k)
-        state = states[k]
-        assert state is not None
-        op = ops[k]
-        out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
+    def successors(k: int, op: Op, out: State) -> List[int]:
         succ = []
         if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and joined[k]:
             succ.append(k + 1)
@@ -113,20 +111,44 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
             succ.extend(where[t] for t in op.targets if t in where)
         elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
             succ.extend(anywhere(ops, sps, out.sp))
-        for j in succ:
-            old = states[j]
-            new = out if old is None else _meet(old, out)
-            if new != old:
-                states[j] = new
-                if j not in queued:
-                    queued.add(j)
-                    work.append(j)
+        if pads and k in pads:
+            succ.append(pads[k])
+        return succ
+
+    def run(work: List[int], frozen: Sequence[bool]) -> None:
+        queued = set(work)
+        while work:
+            k = work.pop()
+            queued.discard(k)
+            state = states[k]
+            assert state is not None
+            op = ops[k]
+            out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
+            for j in successors(k, op, out):
+                if frozen[j]:
+                    continue
+                old = states[j]
+                new = out if old is None else _meet(old, out)
+                if new != old:
+                    states[j] = new
+                    if j not in queued:
+                        queued.add(j)
+                        work.append(j)
+
+    states[entry] = State(entry_sp, (None,) * len(regs))
+    run([entry], [False] * n)
     # Code no path reaches is never executed: alignment padding (after a jump or a return), and
-    # what the compiler placed after a call it did not know never returns.  It gets the state the
-    # instruction before it leaves, as the CFI's rows carry on over it, and passes it on to no one.
+    # what the compiler placed after a call it did not know never returns.  It gets what the
+    # instruction before it leaves, as the CFI's rows carry on over it; what follows on from there
+    # (the compiler's view: as if the call returned), but nothing any path reaches.
+    reached = [state is not None for state in states]
+    seeds = []
     for k in range(1, n):
         if states[k] is None and (ops[k].nop or ops[k - 1].gone) and states[k - 1] is not None and joined[k - 1]:
             states[k] = _transfer(ops[k - 1], states[k - 1], sframe[k - 1], slot_of, sp_reg, fp_reg)  # type: ignore[arg-type]
+            if ops[k - 1].gone:
+                seeds.append(k)
+    run(seeds, reached)
     return states, None
 
 

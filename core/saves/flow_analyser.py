@@ -6,14 +6,15 @@ from typing import Dict, List, Optional
 
 from ..sframe import format as F
 from . import a64insn, flow, noreturn, s390insn, x86flow
-from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, starts_as_function, unknown
+from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, landing_pads, starts_as_function, unknown
 
 
 class FlowFunction:
     """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
 
     @staticmethod
-    def decode(abi, code: bytes, start: int, read=None, sp_at=None, measured=None) -> Optional[List[flow.Op]]:
+    def decode(abi, code: bytes, start: int, read=None, sp_at=None, measured=None, elsewhere=None
+               ) -> Optional[List[flow.Op]]:
         raise NotImplementedError
 
     @classmethod
@@ -47,12 +48,17 @@ class FlowFunction:
         def rules_at(addr):
             k = bisect.bisect_right(starts, addr) - 1
             return cfa_offsets(abi, rows[k][1] if k >= 0 else None)
-        ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured)
+        ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured,
+                          case_elsewhere(abi, index))
         if not ops:
             self.failed = "the function's size is not whole instructions"
             return
         ops = self._noreturn_calls(abi, index, ops, read_code, symbolize)
-        self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at)
+        pads, self.failed = landing_pads(index, (fde,), ops)
+        if self.failed:
+            return
+        self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at,
+                                                pads=pads)
         self.starts = [op.addr for op in ops]
 
     @classmethod
@@ -75,7 +81,8 @@ class FlowFunction:
         ops: List[flow.Op] = []
         for piece in (parent, fde):
             code = function_code(piece, read_code)
-            got = self.decode(abi, code, piece.start, read_code, lambda addr: rules_at(addr)[0]) if code else None
+            got = self.decode(abi, code, piece.start, read_code, lambda addr: rules_at(addr)[0],
+                              elsewhere=case_elsewhere(abi, index)) if code else None
             if not got:
                 self.failed = "the code of %#x cannot be read or measured" % piece.start
                 self.unreadable = code is None
@@ -84,7 +91,11 @@ class FlowFunction:
         ops.sort(key=lambda op: op.addr)
         ops = self._noreturn_calls(abi, index, ops, read_code, symbolize)
         entry = [k for k, op in enumerate(ops) if op.addr == parent.start][0]
-        states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry)
+        pads, self.failed = landing_pads(index, (parent, fde), ops)
+        if self.failed:
+            return self
+        states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry,
+                                           pads)
         mine = [(op.addr, state) for op, state in zip(ops, states) if fde.start <= op.addr < fde.start + fde.size]
         self.starts = [addr for addr, _state in mine]
         self.states = [state for _addr, state in mine]
@@ -93,7 +104,7 @@ class FlowFunction:
     def _noreturn_calls(self, abi, index, ops, read_code, symbolize):
         """The ops, a call to a function that never returns made a stop."""
         def decode(code, start):
-            return self.decode(abi, code, start, read_code)
+            return self.decode(abi, code, start, read_code, elsewhere=case_elsewhere(abi, index))
         search = noreturn.Search(abi, index, read_code, symbolize, decode)
         return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
                 and search.never_returns(op.target) else op
@@ -140,19 +151,32 @@ def _kept(abi) -> frozenset:
     return frozenset(abi.callee_saved) | {abi.sp}
 
 
+def case_elsewhere(abi, index):
+    """elsewhere(addr) for core.saves.jumptables: may a switch's case outside the function's own
+    code be at addr?  Where a part of a function is (an FDE that does not start as a function
+    does: GCC's .cold), or code no FDE covers, inside the section's range."""
+    def elsewhere(addr: int) -> bool:
+        fde = index.find_fde(addr)
+        if fde is None:
+            lo, hi = index.text_range()
+            return lo <= addr < hi
+        return not starts_as_function(abi, index.rows(fde), fde.start)
+    return elsewhere
+
+
 class A64Function(FlowFunction):
     @staticmethod
-    def decode(abi, code, start, read=None, sp_at=None, measured=None):
-        return a64insn.words(code, start, read, _kept(abi), sp_at, abi.big_endian)
+    def decode(abi, code, start, read=None, sp_at=None, measured=None, elsewhere=None):
+        return a64insn.words(code, start, read, _kept(abi), sp_at, abi.big_endian, elsewhere)
 
 
 class S390Function(FlowFunction):
     @staticmethod
-    def decode(abi, code, start, read=None, sp_at=None, measured=None):
-        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n), read, _kept(abi), sp_at)
+    def decode(abi, code, start, read=None, sp_at=None, measured=None, elsewhere=None):
+        return s390insn.words(code, start, lambda n: abi.regnum("f%d" % n), read, _kept(abi), sp_at, elsewhere)
 
 
 class X86FlowFunction(FlowFunction):
     @staticmethod
-    def decode(abi, code, start, read=None, sp_at=None, measured=None):
-        return x86flow.ops(code, start, read, _kept(abi), sp_at, measured)
+    def decode(abi, code, start, read=None, sp_at=None, measured=None, elsewhere=None):
+        return x86flow.ops(code, start, read, _kept(abi), sp_at, measured, elsewhere)

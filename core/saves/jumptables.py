@@ -11,12 +11,15 @@ paths depend on the tables' targets, so the tables are found again until they no
 answer is one the whole function agrees with.  A path that comes in between the entry's load and
 the jump, a register that may hold anything else, or no agreement: no targets, so "anywhere".
 
-A table's length is not taken from the bound check unless the decoder read it (`entries`):
-entries are taken while each lands on an instruction of the function, so every real one is
-among them; an entry read past the table that happens to land on one only adds a target (an
-answer UNKNOWN, never wrong).
+A table's length comes from the bound check where the decoder reads it (`entries`); a case GCC
+placed in the function's .cold part is then not followed here.  Without it, entries are taken
+while each lands on an instruction of the code analysed: an entry read past the table that
+happens to land on one only adds a target (an answer UNKNOWN, never wrong).  The first that does
+not ends the table, unless it lands where a case may be (`elsewhere`: a part of a function, or
+code no FDE covers): the table then goes unresolved, since the cases after it would be missed.
 """
 
+import bisect
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .flow import Flow, Op, anywhere
@@ -56,12 +59,18 @@ def last_write(out: List[Op], j: int, regs) -> Optional[int]:
 
 
 def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable[[int], Optional[int]],
-            big_endian: bool = False) -> Dict[int, Tuple[int, ...]]:
+            big_endian: bool = False, elsewhere: Optional[Callable[[int], bool]] = None) -> Dict[int, Tuple[int, ...]]:
     """{index of an indirect jump in `out`: its targets} for the `tables` (by jump index) that
-    resolve.  `kept`: the DWARF registers a call preserves; `sp_at(addr)`: SFrame's CFA - SP."""
+    resolve.  `kept`: the DWARF registers a call preserves; `sp_at(addr)`: SFrame's CFA - SP;
+    `elsewhere(addr)`: may code outside `out` at addr be a case of the function (its .cold part)?"""
     if not tables:
         return {}
     starts = {op.addr for op in out}
+    addrs = [op.addr for op in out]
+
+    def inside(addr: int) -> bool:
+        k = bisect.bisect_right(addrs, addr) - 1
+        return k >= 0 and addr < out[k].addr + out[k].length
     sps = [sp_at(op.addr) for op in out]
     branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
 
@@ -73,7 +82,7 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
             if any(out[i].addr in landing for i in range(first + 1, k + 1)):
                 continue          # a path comes in after the table's entry is loaded
             bases = _bases_before(out, t.load, t.base, t.defs, kept, sps, found, optimistic)
-            targets = _read(t, bases, read, starts, big_endian) if bases else None
+            targets = _read(t, bases, read, starts, big_endian, inside, elsewhere) if bases else None
             if targets is not None:
                 new[k] = targets
         return new
@@ -97,10 +106,17 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
     return {}
 
 
-def _read(t: Table, bases, read, starts, big_endian) -> Optional[Tuple[int, ...]]:
+def _read(t: Table, bases, read, starts, big_endian, inside=lambda addr: False, elsewhere=None
+          ) -> Optional[Tuple[int, ...]]:
+    """The targets of the tables at `bases`: with the count known, every entry (one that leaves the
+    code analysed, a case GCC placed in the function's .cold part, is not followed; one that lands
+    `inside` an instruction makes it no table); else the entries while each lands on one, where
+    the first that does not is no case `elsewhere` (else no answer)."""
     targets: List[int] = []
+    if t.entries is not None and t.entries > MAX_TABLE:
+        return None                                   # (its every entry would not be read)
     for table in bases:
-        for n in range(MAX_TABLE if t.entries is None else min(t.entries, MAX_TABLE)):
+        for n in range(MAX_TABLE if t.entries is None else t.entries):
             try:
                 word = read(table + t.size * n, t.size)
             except Exception:
@@ -112,9 +128,13 @@ def _read(t: Table, bases, read, starts, big_endian) -> Optional[Tuple[int, ...]
             entry = int.from_bytes(bytes(word[:t.size]), "big" if big_endian else "little", signed=t.signed)
             target = entry if t.absolute else (table if t.anchor is None else t.anchor) + (entry << t.shift)
             if target not in starts:
-                if t.entries is not None:
-                    return None
-                break
+                if t.entries is None:
+                    if not inside(target) and elsewhere is not None and elsewhere(target):
+                        return None                   # perhaps a case in the .cold part: the table may go on
+                    break
+                if inside(target):
+                    return None                       # into the middle of an instruction: not this table
+                continue
             targets.append(target)
     return tuple(sorted(set(targets))) if targets else None
 

@@ -1,4 +1,4 @@
-"""Calls that never return (x86-64): the code after one is not where the call goes on.
+"""Calls that never return: the code after one is not where the call goes on.
 
 GCC ends a path with a call to a function that does not return (abort, an error reporter that
 longjmps) and places another path's code right after it.  Taken as returning, the call's state
@@ -7,9 +7,14 @@ there.  A call's continuation is dropped only where the callee is proved never t
 
 - a C library function the C standard or glibc declares `noreturn` (reached through the PLT:
   its name), or
-- a function of the same program whose every path ends in a trap (`ud2`, `hlt`) or in a call or
-  jump to such a function: no `ret`, no jump through a register, no jump to a function that may
-  return.  Anything not understood counts as returning, so a wrong "never returns" cannot come out.
+- a function of the same program whose every path ends in a trap (`ud2`, `hlt`; AArch64's `brk`,
+  `udf`; s390x's illegal instruction) or in a call or jump to such a function: no return (`ret`,
+  `br %r14`), no jump through a register, no jump to a function that may return.  Anything not understood counts as returning, so a wrong "never returns" cannot come out.
+
+A C++ `throw` never returns to its caller, but the exception may land in a `catch` of the function
+that threw, which then returns: a program function's paths go on from its calls into their
+landing pads (its exception table, where the file's are known: `index.exceptions`), and where the
+exception tables are not known, a function that throws counts as returning.
 """
 
 import re
@@ -17,7 +22,7 @@ from typing import Callable, Dict, List, Optional
 
 from ..arch import abi as abimod
 from .flow import Flow
-from .save import symbol_of
+from .save import landing_pads, symbol_of
 
 # glibc's noreturn functions a program calls (by their names, without @plt or a version).
 KNOWN = frozenset((
@@ -27,9 +32,11 @@ KNOWN = frozenset((
     "__cxa_bad_cast", "__cxa_bad_typeid", "__cxa_throw_bad_array_new_length", "_Unwind_Resume",
     "__cxa_call_terminate", "_ZSt9terminatev",
 ))
+# Those of them that leave by an exception, which a landing pad of the caller may catch.
+THROWS = frozenset(("__cxa_throw", "__cxa_rethrow", "__cxa_bad_cast", "__cxa_bad_typeid",
+                    "__cxa_throw_bad_array_new_length", "_Unwind_Resume"))
 _DECORATION = re.compile(r"(@plt|@@?[A-Za-z0-9_.]+)+$")
 DEPTH = 16             # callees followed at most this deep (deeper: taken as returning)
-_RETURNS = (0xC3, 0xC2, 0xCB, 0xCA, 0xCF)
 
 
 def never_returns(abi: abimod.ABIInfo, index, target: int, read_code: Callable, symbolize: Optional[Callable],
@@ -51,8 +58,6 @@ class Search:
         self.short: Dict[int, bool] = {}
 
     def never_returns(self, target: int) -> bool:
-        if self.abi.sframe_abi != abimod.AMD64.sframe_abi:
-            return False
         return self.gone(target, 0)[0]
 
     def gone(self, target: Optional[int], depth: int):
@@ -105,10 +110,17 @@ def _never_returns(search: "Search", target: int, depth: int):
     ops = search.decode(code, fde.start)
     if not ops:
         return False, False
+    pads, problem = landing_pads(index, (fde,), ops)
+    if problem:
+        return False, False
     where = {op.addr: k for k, op in enumerate(ops)}
     cut = []
+    tables_known = getattr(index, "exceptions", None) is not None
+    throws: List[int] = []
 
     def gone(callee: Optional[int]) -> bool:
+        if not tables_known and callee is not None and _name(search.symbolize, callee) in THROWS:
+            throws.append(callee)           # (its exception may be caught here: see the module)
         answer, short = search.gone(callee, depth + 1)
         if short:
             cut.append(callee)
@@ -118,8 +130,10 @@ def _never_returns(search: "Search", target: int, depth: int):
     while work:
         k = work.pop()
         succ = _successors(ops, k, where, code, fde.start, gone)
-        if succ is None:
+        if succ is None or throws:
             return False, bool(cut)              # a way back to the caller
+        if pads and k in pads:
+            succ.append(pads[k])
         for j in succ:
             if j not in seen:
                 seen.add(j)
@@ -133,9 +147,10 @@ def _successors(ops, k, where, code, start, gone):
     the end)."""
     op = ops[k]
     succ: List[int] = []
+    if op.returns:
+        return None                                      # a return (or a conditional one)
     if op.flow is Flow.STOP:
-        raw = code[op.addr - start:op.addr - start + op.length].lstrip(b"\xf2\xf3\x66")
-        return None if raw[:1] and raw[0] in _RETURNS else []       # a return, or a trap
+        return []                                        # a trap
     if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
         if op.targets is None:
             return None

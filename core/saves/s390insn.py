@@ -143,8 +143,8 @@ def _branch(b, addr, n):
         if mask == 0 or reg == 0:
             return Op(addr, 2)                                    # a no-op (or a serialisation)
         if mask == 15:
-            return Op(addr, 2, Flow.STOP if reg == 14 else Flow.INDIRECT)
-        return Op(addr, 2, Flow.NEXT if reg == 14 else Flow.INDIRECT_OR_NEXT)
+            return Op(addr, 2, Flow.STOP, returns=True) if reg == 14 else Op(addr, 2, Flow.INDIRECT)
+        return Op(addr, 2, Flow.NEXT, returns=True) if reg == 14 else Op(addr, 2, Flow.INDIRECT_OR_NEXT)
     if n == 4 and first == 0x47:                                  # BC M1,D2(X2,B2): to a computed address
         mask = b[1] >> 4
         if mask == 0:
@@ -257,10 +257,11 @@ def _reads_only(b, n):
     return n == 4 and first in (0x50, 0x42, 0x40, 0x59, 0x55, 0x49)   # ST, STC, STH, C, CL, CH
 
 
-def words(code: bytes, start: int, fpr_dwarf, read=None, kept=(), sp_at=None) -> Optional[List[Op]]:
+def words(code: bytes, start: int, fpr_dwarf, read=None, kept=(), sp_at=None, elsewhere=None) -> Optional[List[Op]]:
     """The Ops of a function's code, or None if its last instruction runs past its end.  With
     `read(addr, size)` (the program's data), a branch through a jump table goes to its targets
-    (core.saves.jumptables; `kept`: the registers a call preserves, `sp_at`: SFrame's CFA - SP)."""
+    (core.saves.jumptables; `kept`: the registers a call preserves, `sp_at`: SFrame's CFA - SP,
+    `elsewhere`: where a case outside this code may be)."""
     ops = []
     pos = 0
     while pos < len(code):
@@ -275,7 +276,8 @@ def words(code: bytes, start: int, fpr_dwarf, read=None, kept=(), sp_at=None) ->
     ops = _traps(ops, code, start)
     if read is not None:
         tables = jump_tables(code, start, ops)
-        for k, targets in jumptables.resolve(ops, tables, read, kept, sp_at or (lambda addr: None), True).items():
+        for k, targets in jumptables.resolve(ops, tables, read, kept, sp_at or (lambda addr: None), True,
+                                             elsewhere).items():
             ops[k] = ops[k]._replace(targets=targets)
     return ops
 

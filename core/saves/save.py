@@ -1,12 +1,16 @@
 """What the save-slot analysis says of one callee-saved register at one PC (`Save`), and the
 pieces every per-ISA analyser shares."""
 
+import bisect
 import enum
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..arch import abi as abimod
+from ..dwarf.lsda import CallSite, landing_pad
+from ..errors import CfiError
 from ..sframe.rules import RuleKind
+from .flow import Flow, Op
 
 CodeReader = Callable[[int, int], Optional[bytes]]
 # symbolize(addr) -> (name, offset) of the function symbol containing addr, or None.
@@ -100,3 +104,40 @@ def fp_offset(abi, rules):
     if cfa is not None and cfa.kind is RuleKind.REGISTER and not cfa.deref and cfa.reg == abi.fp:
         return cfa.offset
     return None
+
+
+def landing_pads(index, pieces, ops: Sequence[Op]) -> Tuple[Optional[Dict[int, int]], Optional[str]]:
+    """(op number of a call -> op number of its landing pad, from the exception tables of the
+    FDEs `pieces`, where the index knows the file's (`index.exceptions`); or why they cannot be
+    followed).  A pad outside `ops` is not followed (the code there is not analysed here)."""
+    tables = getattr(index, "exceptions", None)
+    if tables is None:
+        return None, None
+    sites: List[CallSite] = []
+    try:
+        for piece in pieces:
+            sites.extend(tables.call_sites(piece.start))
+    except CfiError as exc:
+        return None, "its exception table cannot be read (%s)" % exc
+    if not sites:
+        return None, None
+    sites.sort()
+    site_starts = [s.start for s in sites]
+    where = {op.addr: k for k, op in enumerate(ops)}
+    starts = [op.addr for op in ops]
+    pads: Dict[int, int] = {}
+    for k, op in enumerate(ops):
+        if op.flow is not Flow.CALL and not op.gone:
+            continue
+        pad = landing_pad(sites, op.addr + op.length, site_starts)
+        if pad is None:
+            continue
+        j = where.get(pad)
+        if j is None:
+            i = bisect.bisect_right(starts, pad) - 1
+            if i >= 0 and pad < ops[i].addr + ops[i].length:
+                return None, "its exception table puts a landing pad at %#x, inside the instruction at %#x" % (
+                    pad, ops[i].addr)
+            continue
+        pads[k] = j
+    return pads, None

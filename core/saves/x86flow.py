@@ -139,12 +139,13 @@ def _frame_base(mem) -> Optional[int]:
     return _D[mem[0]]
 
 
-def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None) -> Optional[List[Op]]:
+def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None, elsewhere=None) -> Optional[List[Op]]:
     """The Ops of a function's code, or None if an instruction cannot be measured or the last
     one runs past the end.  `read(addr, size)` (optional) reads the program's data: the jump
     tables, whose targets then replace "anywhere" as an indirect jump's successors.  `kept`: the
     DWARF registers a call preserves (the ABI's callee-saved ones); `sp_at(addr)`: SFrame's
-    CFA - SP there, or None; `measured`: the instructions as x86insn measured them already."""
+    CFA - SP there, or None; `measured`: the instructions as x86insn measured them already;
+    `elsewhere(addr)`: may a case of a switch outside this code be at addr (core.saves.jumptables)."""
     out: List[Op] = []
     if measured is not None:
         out = [_op(code, ins.addr - start, ins) for ins in measured]
@@ -159,12 +160,12 @@ def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None) 
         if pos != len(code):
             return None
     if read is not None:
-        for k, targets in _jump_tables(code, start, out, read, kept, sp_at or (lambda addr: None)).items():
+        for k, targets in _jump_tables(code, start, out, read, kept, sp_at or (lambda addr: None), elsewhere).items():
             out[k] = out[k]._replace(targets=targets)
     return out
 
 
-def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at) -> dict:
+def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at, elsewhere=None) -> dict:
     """{index of an indirect jump: its targets} for the jumps through GCC's and Clang's
     position-independent jump tables (32-bit entries, offsets from the table's start):
 
@@ -173,10 +174,11 @@ def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at) -> d
         add    %rB, %rA             (or: add %rA, %rB and jmp *%rB)
         jmp    *%rA
 
-    with other instructions in between that leave those registers alone."""
+    with other instructions in between that leave those registers alone; the table's length from
+    the bound check before it, where it is plain (`_bound`)."""
     tables = {k: t for k in range(3, len(out)) if out[k].flow is Flow.INDIRECT
               for t in [_table_pattern(code, start, out, k)] if t is not None}
-    return jumptables.resolve(out, tables, read, kept, sp_at)
+    return jumptables.resolve(out, tables, read, kept, sp_at, elsewhere=elsewhere)
 
 
 
@@ -217,7 +219,228 @@ def _table_pattern(code: bytes, start: int, out: List[Op], k: int):
         if len(lea) == 7 and lea[0] & 0xFB == 0x48 and lea[1] == 0x8D and lea[2] & 0xC7 == 0x05 \
                 and ((lea[2] >> 3) & 7 | (lea[0] >> 2 & 1) << 3) == base:
             leas[j] = op.addr + 7 + int.from_bytes(lea[3:7], "little", signed=True)
-    return jumptables.Table(n, _D[base], leas, size=4, signed=True)
+    index = (sib >> 3) & 7 | (rex >> 1 & 1) << 3
+    return jumptables.Table(n, _D[base], leas, size=4, signed=True, entries=_bound(code, start, out, n, index))
+
+
+# cmp $imm, reg (unsigned bound checks): opcode -> (width, ModRM follows?, immediate bytes)
+_CMP_IMM = {0x3C: (8, False, 1), 0x3D: (32, False, 4), 0x80: (8, True, 1), 0x83: (32, True, 1), 0x81: (32, True, 4)}
+
+
+def _bound(code: bytes, start: int, out: List[Op], n: int, index: int) -> Optional[int]:
+    """The entries of the table whose entry out[n] loads with index register `index` (hardware
+    number), where the bound check before it is plain, else None:
+
+        cmp    $imm, %S             (any width at least the one the index is taken at)
+        ja|jae default              (unsigned: the index is at most imm, or below it)
+        ...                         (nothing writes the index but a zero-extension of S:
+        movslq (%rB,%rI,4), %rA      movzbl, movzwl, a 32-bit mov; nothing writes S)
+
+    or the index loaded after the check from the memory it compared, as wide (`cmpl $imm, M; ja;
+    ...; mov M, %eI`, or cmpb and movzbl; nothing in between that may write memory or M's
+    registers).  GCC's
+    switch: the table has exactly as many entries as the check lets through."""
+    def raw(j):
+        op = out[j]
+        return code[op.addr - start:op.addr - start + op.length]
+    src, width = index, 64
+    mem: Optional[Tuple] = None               # (memory operand, its registers): the index loaded from it
+    j = n - 1
+    while True:
+        if j < 0 or n - j > jumptables.WINDOW:
+            return None
+        op = out[j]
+        if op.flow is Flow.BRANCH:
+            break
+        if op.flow is not Flow.NEXT or op.writes_all:
+            return None
+        if mem is not None:
+            if not _keeps_memory(raw(j)) or any(_D[r] in op.writes for r in mem[1]):
+                return None
+        elif _D[src] in op.writes or any(load[0] == _D[src] for load in op.loads):
+            if src != index:
+                return None
+            ext = _zero_extension(raw(j))
+            if ext is not None and ext[0] == index:
+                src, width = ext[1], ext[2]
+            else:
+                mem = _load(raw(j))
+                if mem is None or mem[0] != index:
+                    return None
+                mem = mem[1:]
+        j -= 1
+    b = raw(j)
+    cond = b[0] if len(b) == 2 else b[1] - 0x10 if len(b) == 6 and b[0] == 0x0F else None
+    if cond not in (0x77, 0x73) or j == 0:                         # ja / jae
+        return None
+    if mem is not None:
+        got = _cmp_imm(raw(j - 1), mem[0])
+        if got is None or got[1] != mem[2] or got[2] < 0:
+            return None
+    else:
+        got = _cmp_imm(raw(j - 1))
+        if got is None or got[0] != src or got[2] < 0:
+            return None
+        # Compared narrower than the index is used (cmp $0xa,%ebx; ja; movslq (%r15,%rbx,4)): GCC's
+        # table still has the entries the check lets through; a byte or word compared is taken
+        # where what wrote the register before left nothing above those bits.
+        if got[1] < min(width, 32) and not (src == index and _zero_extended_before(code, start, out, j - 1, src,
+                                                                                   got[1])):
+            return None
+    return got[2] + 1 if cond == 0x77 else got[2]
+
+
+_CALLEE_SAVED_HW = frozenset((3, 5, 12, 13, 14, 15))
+
+
+def _zero_extended_before(code: bytes, start: int, out: List[Op], k: int, reg: int, width: int) -> bool:
+    """Does what last wrote `reg` before out[k], in a straight line (calls, which keep a callee-saved
+    register, included), leave nothing above its low `width` bits (movzbl 0x171(%rsp),%eax
+    before cmp $0x13,%al; sub $9,%eax before cmp $0xa,%eax)?"""
+    for i in range(k - 1, max(k - 1 - jumptables.WINDOW, -1), -1):
+        op = out[i]
+        if op.flow is Flow.CALL and reg in _CALLEE_SAVED_HW and not op.writes_all:
+            continue
+        if op.flow is not Flow.NEXT or op.writes_all:
+            return False
+        if _D[reg] in op.writes or any(load[0] == _D[reg] for load in op.loads):
+            got = _writes_zero_extended(code[op.addr - start:op.addr - start + op.length])
+            return got is not None and got[0] == reg and got[1] <= width
+    return False
+
+
+def _modrm_memory(body: bytes, rex: int) -> Optional[Tuple[bytes, Tuple[int, ...]]]:
+    """(the memory operand's bytes, with the ModRM reg field masked and REX's X and B bits; its
+    base and index registers) of `opcode ModRM ...` whose r/m is memory, not RIP-relative."""
+    if len(body) < 2 or body[1] >> 6 == 3:
+        return None
+    mod, rm = body[1] >> 6, body[1] & 7
+    if mod == 0 and rm == 5:
+        return None                                            # RIP-relative: another address elsewhere
+    regs = [rm | (rex & 1) << 3]
+    if rm == 4:
+        if len(body) < 3:
+            return None
+        sib = body[2]
+        regs = [sib & 7 | (rex & 1) << 3] if not (mod == 0 and sib & 7 == 5) else []
+        if (sib >> 3) & 7 != 4 or rex & 2:
+            regs.append((sib >> 3) & 7 | (rex >> 1 & 1) << 3)
+    return bytes([rex & 3, body[1] & 0xC7]) + body[2:], tuple(regs)
+
+
+def _load(raw: bytes) -> Optional[Tuple[int, bytes, Tuple[int, ...], int]]:
+    """(destination, memory operand, its registers, width) of a load that zero-extends what it
+    reads (`mov M, %r32`, movzbl, movzwl), else None."""
+    rex = raw[0] if raw and 0x40 <= raw[0] <= 0x4F else 0
+    body = raw[1:] if rex else raw
+    if body[:1] == b"\x8b" and not rex & 8:
+        width = 32
+    elif body[:1] == b"\x0f" and body[1:2] in (b"\xb6", b"\xb7"):
+        width, body = 8 if body[1] == 0xB6 else 16, body[1:]
+    else:
+        return None
+    m = _modrm_memory(body, rex)
+    return None if m is None else ((body[1] >> 3) & 7 | (rex >> 2 & 1) << 3, m[0], m[1], width)
+
+
+def _keeps_memory(raw: bytes) -> bool:
+    """Is the instruction one that writes no memory but a new stack slot: a register push, SP
+    moved by a constant, lea, a load or a move between registers?"""
+    rex = raw[0] if raw and 0x40 <= raw[0] <= 0x4F else 0
+    body = raw[1:] if rex else raw
+    if len(body) == 1 and 0x50 <= body[0] <= 0x57:
+        return True
+    if len(body) >= 2 and body[0] in (0x83, 0x81) and body[1] in (0xC4, 0xEC) and rex == 0x48:
+        return True                                            # add/sub $imm, %rsp
+    if len(body) >= 2 and (body[0] in (0x8B, 0x8D) or body[0] == 0x89 and body[1] >> 6 == 3):
+        return True
+    return len(body) >= 3 and body[0] == 0x0F and body[1] in (0xB6, 0xB7)
+
+
+def _zero_extension(raw: bytes) -> Optional[Tuple[int, int, int]]:
+    """(destination, source, source width) of movzbl/movzwl/32-bit mov between registers, else None."""
+    rex = raw[0] if raw and 0x40 <= raw[0] <= 0x4F else 0
+    body = raw[1:] if rex else raw
+    if len(body) == 3 and body[0] == 0x0F and body[1] in (0xB6, 0xB7) and body[2] >> 6 == 3:
+        dst, src = (body[2] >> 3) & 7 | (rex >> 2 & 1) << 3, body[2] & 7 | (rex & 1) << 3
+        if body[1] == 0xB6 and not rex and src >= 4:
+            return None                                        # %ah..%bh: not a low byte
+        return dst, src, 8 if body[1] == 0xB6 else 16
+    if len(body) == 2 and body[0] in (0x89, 0x8B) and body[1] >> 6 == 3 and not rex & 8:
+        r, m = (body[1] >> 3) & 7 | (rex >> 2 & 1) << 3, body[1] & 7 | (rex & 1) << 3
+        return (m, r, 32) if body[0] == 0x89 else (r, m, 32)
+    return None
+
+
+def _writes_zero_extended(raw: bytes) -> Optional[Tuple[int, int]]:
+    """(register, width) where the instruction writes a value of `width` bits zero-extended to
+    the whole register (movzbl/movzwl from a register or memory; a 32-bit mov, lea or arithmetic
+    operation), else None."""
+    rex = raw[0] if raw and 0x40 <= raw[0] <= 0x4F else 0
+    body = raw[1:] if rex else raw
+    if len(body) >= 3 and body[0] == 0x0F and body[1] in (0xB6, 0xB7):
+        return (body[2] >> 3) & 7 | (rex >> 2 & 1) << 3, 8 if body[1] == 0xB6 else 16
+    if rex & 8 or len(body) < 2:
+        return None
+    if body[0] in (0x8B, 0x8D) and not (body[0] == 0x8D and body[1] >> 6 == 3):
+        return (body[1] >> 3) & 7 | (rex >> 2 & 1) << 3, 32
+    if body[0] == 0x89 and body[1] >> 6 == 3:
+        return body[1] & 7 | (rex & 1) << 3, 32
+    if 0xB8 <= body[0] <= 0xBF and len(body) == 5:
+        return body[0] & 7 | (rex & 1) << 3, 32
+    reg, rm = (body[1] >> 3) & 7, body[1] & 7 | (rex & 1) << 3
+    if body[1] >> 6 == 3 and (body[0] in _ALU_TO_RM or body[0] in (0x83, 0x81) and reg != 7
+                              or body[0] in (0xC1, 0xD1, 0xD3) or body[0] == 0xFF and reg in (0, 1)
+                              or body[0] == 0xF7 and reg in (2, 3)):
+        return rm, 32                                          # a 32-bit operation on a register
+    if body[0] in _ALU_EAX and len(body) == 5:
+        return 0, 32                                           # (the short forms on %eax)
+    if body[0] in _ALU_TO_REG or body[:2] == b"\x0f\xaf":
+        if body[0] == 0x0F:
+            return None if len(body) < 3 else ((body[2] >> 3) & 7 | (rex >> 2 & 1) << 3, 32)
+        return reg | (rex >> 2 & 1) << 3, 32
+    return None
+
+
+# 32-bit add, or, adc, sbb, and, sub, xor: into the r/m register, into the reg one
+_ALU_TO_RM = frozenset((0x01, 0x09, 0x11, 0x19, 0x21, 0x29, 0x31))
+_ALU_TO_REG = frozenset((0x03, 0x0B, 0x13, 0x1B, 0x23, 0x2B, 0x33))
+_ALU_EAX = frozenset((0x05, 0x0D, 0x15, 0x1D, 0x25, 0x2D, 0x35))
+
+
+def _cmp_imm(raw: bytes, memory: Optional[bytes] = None) -> Optional[Tuple[int, int, int]]:
+    """(register, width, immediate) of `cmp $imm, %reg` (the immediate as the unsigned comparison
+    takes it: negative where it is sign-extended to a value no unsigned bound is), else None;
+    with `memory` (an operand as _modrm_memory gives it): of `cmp $imm, M` with that M."""
+    wide = raw[:1] == b"\x66"
+    raw = raw[1:] if wide else raw
+    rex = raw[0] if raw and 0x40 <= raw[0] <= 0x4F else 0
+    body = raw[1:] if rex else raw
+    if not body or body[0] not in _CMP_IMM:
+        return None
+    width, has_modrm, size = _CMP_IMM[body[0]]
+    if width == 32:
+        width = 64 if rex & 8 else 16 if wide else 32
+    if wide and size == 4:
+        size = 2
+    reg = 0
+    if memory is not None:
+        m = _modrm_memory(body, rex) if has_modrm and (body[1] >> 3) & 7 == 7 else None
+        if m is None or len(m[0]) <= size or m[0][:-size] != memory:
+            return None
+        imm = m[0][-size:]
+    else:
+        if has_modrm:
+            if len(body) < 2 or body[1] >> 6 != 3 or (body[1] >> 3) & 7 != 7:
+                return None
+            reg = body[1] & 7 | (rex & 1) << 3
+            if width == 8 and not rex and reg >= 4:
+                return None                                    # %ah..%bh
+        imm = body[1 + has_modrm:]
+    if len(imm) != size:
+        return None
+    # (an immediate as wide as the operand compares as it is; a narrower one is sign-extended first)
+    return reg, width, int.from_bytes(imm, "little", signed=size * 8 < width)
 
 
 def _reg_only(raw: bytes, opcode: int) -> Optional[Tuple[int, int]]:
@@ -283,8 +506,12 @@ def _other(f: _Form, addr: int, length: int, ins: X.Insn, raw: bytes) -> Op:
         elif not (f.map == 0 and (f.op in _READS_ONE or f.op == 0x8D)) and not (f.map == 1 and f.op in _READS_TWO):
             clobbers += ((base, disp, f.size),)
     sp, sp_from_fp = _sp_change(f, ins, reg, raw)
+    returns = flow is Flow.STOP and f.map == 0 and f.op in _RETURNS
     return Op(addr, length, flow, None, loads=loads, sp=sp, sp_from_fp=sp_from_fp, writes=writes,
-              clobbers=clobbers)
+              clobbers=clobbers, returns=returns)
+
+
+_RETURNS = frozenset((0xC3, 0xC2, 0xCB, 0xCA, 0xCF))        # ret, ret $n, lret, lret $n, iret
 
 
 def _sp_change(f: _Form, ins: X.Insn, reg: int, raw: bytes) -> Tuple[Optional[int], Optional[int]]:

@@ -258,6 +258,8 @@ def _one_byte_writes(op, modrm, rex):
             out.append((op & 7) | rex_b << 3)
         elif op in (0xC8, 0xC9):
             out.append(5)                                  # enter, leave: %rbp
+        elif op in _IMPLICIT_WRITES:
+            out += _IMPLICIT_WRITES[op]
     else:
         reg = ((modrm >> 3) & 7) | rex_r << 3
         rm = (modrm & 7) | rex_b << 3 if modrm >> 6 == 3 else None
@@ -269,11 +271,21 @@ def _one_byte_writes(op, modrm, rex):
             out.append(rm)
         elif op in _REG_DEST:
             out.append(reg)
+        elif op in (0xF6, 0xF7) and sub >= 4:
+            out += [0, 2]                                  # mul, imul, div, idiv: rax, rdx
         elif op in (0x80, 0x81, 0x83, 0xF6, 0xF7, 0xFE, 0xFF):
-            pass                                           # cmp, test, mul/div (rax, rdx), call/jmp/push
+            pass                                           # cmp, test, call/jmp/push
         else:
             out += [reg, rm]                               # anything else: either operand may be written
     return _with_byte_aliases(out, rex == 0 and op in _BYTE_OPS)
+
+
+# One-byte opcodes without ModRM that write general registers their encoding does not name:
+# add/or/adc/sbb/and/sub/xor on %al/%eax, cbw/cwde/cdqe, lahf, xlat, in: %rax; cwd/cdq/cqo: %rdx;
+# the string instructions: %rsi, %rdi, %rcx (rep) and %rax (lods).
+_IMPLICIT_WRITES = {**{b + k: (0,) for b in range(0x00, 0x38, 8) for k in (4, 5)},
+                    0x98: (0,), 0x9F: (0,), 0xD7: (0,), 0xE4: (0,), 0xE5: (0,), 0xEC: (0,), 0xED: (0,), 0x99: (2,),
+                    **{op: (0, 1, 6, 7) for op in (0xA4, 0xA5, 0xA6, 0xA7, 0xAA, 0xAB, 0xAC, 0xAD, 0xAE, 0xAF)}}
 
 
 def _with_byte_aliases(regs, byte_regs):
@@ -372,7 +384,7 @@ def _two_byte_writes(op, op3, modrm, rex):
     if op == 0xA2:
         return (0, 1, 2, 3)                                # cpuid: eax, ecx, edx and ebx
     if op in (0x05, 0x07):
-        return (1, 11)                                     # syscall, sysret: rcx, r11
+        return (0, 1, 11)                                  # syscall, sysret: rax, rcx, r11
     if op in (0x30, 0x31, 0x32, 0x33, 0x01):
         return _with_byte_aliases([0, 1, 2, reg, rm], False)   # rdmsr, rdtsc(p), rdpmc, group 7 (smsw ...)
     if 0xC8 <= op <= 0xCF:

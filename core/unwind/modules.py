@@ -139,6 +139,28 @@ class ModuleSet:
                               if m.index is not None and m.range[1] > m.range[0])
         self._los = [r[0] for r in self._ranges]
 
+    def symbolize(self, addr: int) -> Optional[Tuple[str, int]]:
+        """(name, offset) of the function symbol holding addr, from the symbol table of the file
+        of the module whose SFrame covers it (parsed once, placed by where its SFrame section
+        is), or None.  What the save-slot analysis asks inside a debugger's unwinder, where a
+        debugger command (GDB's `info symbol`) must not run: it may rebuild the frames being
+        unwound."""
+        found = self.find(addr)
+        if found is None:
+            return None
+        m = found[1]
+        if m.extra.get("no_symbols") or m.section_addr is None:
+            return None
+        try:
+            if m.image is None:
+                from ..elf.image import ElfImage
+                m.image = ElfImage(m.path)
+            image = m.image
+            return image.symbolize(addr, m.section_addr - image.require_sframe().address)  # type: ignore[attr-defined]
+        except Exception:               # (no such file, [vdso], a file that changed): no names
+            m.extra["no_symbols"] = True
+            return None
+
     def find(self, pc: int) -> Optional[Tuple[SFrameIndex, Module]]:
         """(SFrameIndex, Module) whose text range holds pc, or None."""
         if self._pending:
