@@ -808,7 +808,7 @@ A64_CASES = [
     ("tbz w0, #0, 0x1008", 0x36000040, dict(flow=Flow.BRANCH, target=0x1008)),
     ("br x16", 0xd61f0200, dict(flow=Flow.INDIRECT)),
     ("blr x1", 0xd63f0020, dict(flow=Flow.CALL)),
-    ("ret", 0xd65f03c0, dict(flow=Flow.STOP)),
+    ("ret", 0xd65f03c0, dict(flow=Flow.STOP)),       # (returns: core.saves.noreturn)
     ("retaa", 0xd65f0bff, dict(flow=Flow.STOP)),
     ("braa x16, x0", 0xd71f0a00, dict(flow=Flow.INDIRECT)),
     ("blraa x16, x0", 0xd73f0a00, dict(flow=Flow.CALL)),
@@ -820,6 +820,10 @@ A64_CASES = [
     ("mrs x21, tpidr_el0", 0xd53bd055, dict(writes=(21,))),
     ("ldr x22, 0x1008", 0x58000056, dict(writes=(22,))),
     ("fadd d19, d0, d1", 0x1e612813, dict()),                       # a vector register, not x19
+    ("fmov s27, w4", 0x1e27009b, dict(writes=())),                   # from a general register: v27
+    ("scvtf d20, w1", 0x1e620034, dict(writes=())),
+    ("fmov w4, s27", 0x1e260364, dict(writes=(4,))),
+    ("fcvtzs w5, d1", 0x1e780025, dict(writes=(5,))),
     ("addsvl sp, sp, #-1", 0x043f5fff, dict(sp=None)),
     ("addg sp, sp, #0x10, #0x1", 0x918107ff, dict(sp=None)),
     ("st2g sp, [sp, #-32]!", 0xd9bfefff, dict(sp=None)),
@@ -832,7 +836,7 @@ A64_CASES = [
 def test_a64_forms(text, word, want):
     op = a64insn.decode(word, 0x1000)
     keys = ("stores", "loads", "sp", "sp_from_fp", "fp_from_sp", "flow", "target")
-    got = {k: getattr(op, k) for k in keys + tuple(k for k in ("writes",) if k in want)}
+    got = {k: getattr(op, k) for k in keys + tuple(k for k in ("writes", "copy") if k in want)}
     expect = dict(stores=(), loads=(), sp=0, sp_from_fp=None, fp_from_sp=None, flow=Flow.NEXT, target=None)
     expect.update(want)
     assert got == expect, text
@@ -847,7 +851,7 @@ S390_CASES = [
     ("std %f8,160(%r15)", "6080f0a0", dict(stores=((24, 15, 160),))),
     ("ld %f8,160(%r15)", "6880f0a0", dict(loads=((24, 15, 160),))),
     ("stdy %f9,-8(%r11)", "ed90bff8ff67", dict(stores=((28, 11, -8),))),
-    ("ldgr %f0,%r12", "b3c1000c", dict(stores=((12, -1, None),))),              # parked in an FPR: not followed
+    ("ldgr %f0,%r12", "b3c1000c", dict(writes=(16,), copy=(16, 12))),            # parked in an FPR
     ("aghi %r15,-160", "a7fbff60", dict(sp=-160)),
     ("agfi %r15,-65536", "c2f8ffff0000", dict(sp=-65536)),
     ("lay %r15,-160(%r15)", "e3f0ff60ff71", dict(sp=-160)),
@@ -878,8 +882,10 @@ S390_CASES = [
     ("mvc 1(255,%r9),0(%r9)", "d2fe90019000", dict(writes=())),
     ("pfd 2,1024(%r9)", "e32094000036", dict(writes=())),
     ("ld %f8,160(%r15) (as a load)", "6880f0a0", dict(loads=((24, 15, 160),))),
-    ("madbr %f8,%f2,%f4", "b31e8024", dict(writes=(17, 18, 24, 25))),   # RRD: R1 in the third byte
-    ("lgdr %r15,%f0", "b3cd00f0", dict(writes=(15,), sp=None)),
+    ("madbr %f8,%f2,%f4", "b31e8024", dict(writes=(17, 24))),   # RRD: R1 in the third byte (long: no pairs)
+    ("cdgbr %f7,%r11", "b3a5007b", dict(writes=(23,))),        # long from a GPR: f7 alone, not f9
+    ("axbr %f1,%f5", "b34a0015", dict(writes=(20, 21, 16, 17))),   # extended: the pair f1, f3 (and f0, f2)
+    ("lgdr %r15,%f0", "b3cd00f0", dict(writes=(15,), sp=None, copy=(15, 16))),
 ]
 
 
@@ -889,7 +895,7 @@ def test_s390x_forms(text, hexbytes, want):
     assert s390insn.length(code[0]) == len(code)
     op = s390insn.decode(code, 0x1000, lambda n: abimod.S390X.regnum("f%d" % n))
     keys = ("stores", "loads", "sp", "sp_from_fp", "fp_from_sp", "flow", "target")
-    got = {k: getattr(op, k) for k in keys + tuple(k for k in ("writes",) if k in want)}
+    got = {k: getattr(op, k) for k in keys + tuple(k for k in ("writes", "copy") if k in want)}
     expect = dict(stores=(), loads=(), sp=0, sp_from_fp=None, fp_from_sp=None, flow=Flow.NEXT, target=None)
     expect.update(want)
     assert got == expect, text
@@ -1002,6 +1008,34 @@ def test_a64_switch_table():
     # An entry that lands between the entry's load and the br: the table is not taken.
     at = _with_data(bound_gone, rows, bytes([0, 2, 0xFF, 0x40]))
     assert unknown(at(0x24)[19])
+
+
+def test_a64_table_base_through_the_stack():
+    """The table's address spilled to the stack and loaded back into another register (zstd's
+    `main`: str x0, [sp, #192] ... ldr x1, [sp, #192]): followed through the slot, the br goes to
+    its two cases only; with something else stored in the slot, anywhere."""
+    code = a64(0xd10083ff,   # 0: sub sp, sp, #32
+               0xa90053f3,   # 4: stp x19, x20, [sp]
+               0x100001c2,   # 8: adr x2, 0x40 (the table)
+               0xf9000be2,   # c: str x2, [sp, #16]
+               0xf9400be1,   # 10: ldr x1, [sp, #16]
+               0x7100041f,   # 14: cmp w0, #1
+               0x540000e8,   # 18: b.hi 0x34
+               0x38604823,   # 1c: ldrb w3, [x1, w0, uxtw]
+               0x10000064,   # 20: adr x4, 0x2c
+               0x8b238884,   # 24: add x4, x4, w3, sxtb #2
+               0xd61f0080,   # 28: br x4
+               0xaa0003f3,   # 2c: mov x19, x0 (case 0)
+               0xaa0003f4,   # 30: mov x20, x0 (case 1)
+               0xa94053f3,   # 34: ldp x19, x20, [sp]
+               0x910083ff,   # 38: add sp, sp, #32
+               0xd65f03c0)   # 3c: ret
+    rows = [(0, (0,)), (4, (32,)), (0x3c, (0,))]
+    at = _with_data(code, rows, bytes([0, 1]))
+    assert at(0x2c)[19] == saved(-32) and at(0x30)[20] == saved(-24) and at(0x34)[19] == saved(-32)
+    other = code.replace((0xf9000be2).to_bytes(4, "little"), (0xf9000be3).to_bytes(4, "little"))  # str x3
+    at = _with_data(other, rows, bytes([0, 1]))
+    assert unknown(at(0x2c)[19])
 
 
 def test_a64_table_of_label_addresses():
@@ -1134,7 +1168,7 @@ def test_s390x_prologue_and_epilogue():
     assert ops[0].flow is Flow.INDIRECT_OR_NEXT
     code = bytes.fromhex("b9040062" "b3c1008c" "c0e500000004" "07fe")    # lgr %r6,%r2; ldgr %f8,%r12
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
-    assert unknown(at(8)[6]) and unknown(at(8)[f8]) and unknown(at(8)[12]) and at(8)[7] == U
+    assert unknown(at(8)[6]) and unknown(at(8)[f8]) and at(8)[12] == U and at(8)[7] == U   # r12 only copied
     code = bytes.fromhex("c63000000006" "c0e500000004" "07fe" "a7f40000")    # exrl of a branch
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
     assert all(unknown(at(6)[r]) for r in (6, 13, f8))
@@ -1142,9 +1176,23 @@ def test_s390x_prologue_and_epilogue():
     for symbol, why in ((None, "no symbol says"), (("leaf.cold", 0), "GCC's .cold"), (("leaf", 8), "inside leaf")):
         at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))], symbol)
         assert all(unknown(s) and why in s.why for s in at(0).values()), why
-    code = bytes.fromhex("b3c1000c" "c0e500000004" "07fe")    # ldgr %f0,%r12 (a leaf parks r12)
+    # A leaf function parks r12 in %f0 (ldgr) and takes it back (lgdr): in f0 meanwhile, and the
+    # DWARF CFI writer says DW_CFA_register; a call (which may change f0), or another value put
+    # in f0, loses it.
+    f0 = abimod.S390X.regnum("f0")
+    in_f0 = S.Save(S.SaveKind.IN_REGISTER, 0, f0)
+    code = bytes.fromhex("b3c1000c"      # 0: ldgr %f0,%r12
+                         "b90400c2"      # 4: lgr %r12,%r2
+                         "b3cd00c0"      # 8: lgdr %r12,%f0
+                         "07fe")         # c: br %r14
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
-    assert unknown(at(4)[12]) and at(4)[6] == U
+    assert at(4)[12] == in_f0 and at(8)[12] == in_f0 and at(0xc)[12] == U and at(4)[6] == U
+    code = bytes.fromhex("b3c1000c" "b3c1000d" "07fe")              # ldgr %f0,%r12; ldgr %f0,%r13
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
+    assert unknown(at(8)[12]) and at(8)[13] == in_f0
+    code = bytes.fromhex("b3c1000c" "c0e500000004" "07fe")          # ldgr %f0,%r12; brasl
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, [(0, (0,))])
+    assert at(4)[12] == in_f0 and unknown(at(0xa)[12]) and at(4)[6] == U
 
 
 def test_s390x_saves_through_a_copy_of_sp():
@@ -1366,12 +1414,12 @@ def test_cold_part_analysed_with_its_function(tmp_path, tc):
     assert places[Verdict.PROVED] > 0 and places[Verdict.UNKNOWN] == 0 and places[Verdict.WRONG] == 0, places
 
 
-# -- exceptions: landing pads (core.dwarf.lsda) -----------------------------------------------------
+# -- exceptions: landing pads (core.saves.lsda) -----------------------------------------------------
 
 def test_lsda_call_sites():
     """An LSDA's call-site records, as offsets from the function's start (LPStart omitted): the
     ranges with a landing pad; a return address finds its record by its address minus one."""
-    from sframekit.core.dwarf import lsda
+    from sframekit.core.saves import lsda
     table = bytes([0xFF, 0xFF, 0x01, 12,          # LPStart, TType omitted; ULEB128 records, 12 bytes
                    0x04, 0x05, 0x20, 0x00,        # [4, 9): pad at 0x20
                    0x10, 0x05, 0x00, 0x00,        # [0x10, 0x15): no pad
@@ -1399,8 +1447,8 @@ def test_lsda_call_sites():
 def test_lsda_malformed(bad, offset, words):
     """A malformed exception table: our own error, naming the section, the byte offset and the
     rule broken (never IndexError)."""
-    from sframekit.core.dwarf import lsda
     from sframekit.core.errors import CfiError
+    from sframekit.core.saves import lsda
     with pytest.raises(CfiError) as exc:
         lsda.call_sites(bad, 0x1000, 0x1000, 0x400)
     assert exc.value.section == ".gcc_except_table" and exc.value.offset == offset and words in str(exc.value)
@@ -1441,8 +1489,8 @@ def test_landing_pads(tmp_path, tc):
     the tables are not known."""
     from sframekit.core.checks.against_cfi import cfi_functions
     from sframekit.core.checks.registers import Verdict, check_registers
-    from sframekit.core.dwarf.lsda import tables_of
     from sframekit.core.saves import noreturn
+    from sframekit.core.saves.lsda import tables_of
     t = T.toolchain(tc)
     (tmp_path / "e.cc").write_text(EH_CPP)
     cmd = T._compile_cmd(t, [tmp_path / "e.cc"], tmp_path / "e", ["-O2", "-fomit-frame-pointer"])
@@ -1467,3 +1515,25 @@ def test_landing_pads(tmp_path, tc):
                                       lambda code, start: S._FLOW[abi.sframe_abi].decode(abi, code, start, read))
     assert never_returns("always_throws", True) and not never_returns("catches_own", True)
     assert not never_returns("always_throws", False) and not never_returns("catches_own", False)
+
+
+def test_s390x_caller_gets_a_parked_register():
+    """The innermost frame in a leaf function that parked r12 in %f0: its caller's r12 is the
+    frame's f0 (all of whose registers are known); not where f0 is not known."""
+    from sframekit.core.unwind.unwinder import Frame, step
+    code = bytes.fromhex("b3c1000c" "b90400c2" "b3cd00c0" "07fe")   # ldgr %f0,%r12; lgr; lgdr; br %r14
+    frows = [Row(0, (0,))]
+    data = build(2, F.ABI.S390X_ENDIAN_BIG, [Func(BASE, len(code), frows)], section_addr=BASE - 0x1000)
+    index = SFrameIndex(data, BASE - 0x1000)
+    f0 = abimod.S390X.regnum("f0")
+
+    def read(addr, size):
+        return code[addr - BASE:addr - BASE + size] if BASE <= addr and addr + size <= BASE + len(code) else None
+    find = (lambda pc: index if BASE <= pc < BASE + len(code) else None)
+    regs = {f0: 0x1200, 12: 0x77, 14: 0x5000}
+    caller = step(Frame(BASE + 8, 0x8000, ra=0x5000, regs=regs), abi=abimod.S390X, read=read, find=find,
+                  topmost=True, callee_saved=True, symbolize=lambda addr: ("leaf", addr - BASE))
+    assert isinstance(caller, Frame) and caller.regs.get(12) == 0x1200, caller
+    caller = step(Frame(BASE + 8, 0x8000, ra=0x5000, regs={12: 0x77, 14: 0x5000}), abi=abimod.S390X, read=read,
+                  find=find, topmost=True, callee_saved=True, symbolize=lambda addr: ("leaf", addr - BASE))
+    assert isinstance(caller, Frame) and 12 not in caller.regs, caller

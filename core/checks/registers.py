@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..arch import abi as abimod
-from ..dwarf.lsda import tables_of
 from ..dwarf.rows import Expr, cfa_rule, register_rule, shared_structs, unwind_rule
 from ..elf.image import ElfImage
 from ..errors import ElfError
 from ..saves import analysis as S
+from ..saves.lsda import tables_of
 from ..sframe.format import PCType
 from ..sframe.index import SFrameIndex
 from ..sframe.rules import Rule, RuleKind
@@ -196,6 +196,10 @@ class _Function:
         rule, kind = self.cfi_rule(row, reg)
         if save is None or save.kind is S.SaveKind.UNKNOWN:
             return Verdict.UNKNOWN, (save.why if save is not None else "not analysed"), rule, kind
+        if save.kind is S.SaveKind.IN_REGISTER:
+            held = rule is not None and rule.kind is RuleKind.REGISTER and not rule.deref and not rule.offset \
+                and rule.reg == save.base
+            return (Verdict.PROVED if held else Verdict.WRONG), "", rule, kind
         if rule is None or rule.kind not in (RuleKind.UNCHANGED, RuleKind.AT_CFA) and \
                 not (rule.kind is RuleKind.REGISTER and rule.deref):
             return Verdict.NOT_COMPARABLE, "", rule, kind

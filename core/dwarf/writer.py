@@ -136,6 +136,8 @@ def _save_column(save: saves.Save) -> ColumnRule:
         return ("offset", save.offset) if save.base is None else ("expr", _breg(save.base, save.offset))
     if save.kind is saves.SaveKind.UNCHANGED:
         return SAME
+    if save.kind is saves.SaveKind.IN_REGISTER and save.base is not None:
+        return ("register", save.base)
     return UNDEFINED
 
 

@@ -55,8 +55,10 @@ def _writes(word):
     if op0 in (0b1000, 0b1001, 0b0101, 0b1101, 0b0010, 0b0000):
         out = (rd,)                                 # data processing (immediate, register); SVE, SME
     elif op0 in (0b0111, 0b1111):                   # SIMD and floating point: a general register only from
-        if word & 0x5F20FC00 == 0x1E200000 or word & 0x9FE08400 == 0x0E000400 and (word >> 11) & 0xF in (5, 7):
+        if word & 0x5F20FC00 == 0x1E200000 and (word >> 16) & 7 not in (2, 3, 7) \
+                or word & 0x9FE08400 == 0x0E000400 and (word >> 11) & 0xF in (5, 7):
             out = (rd,)                             # conversions to an integer, FMOV to general, SMOV/UMOV
+            #                                         (not SCVTF, UCVTF, FMOV from general: opcodes 2, 3, 7)
     elif op0 & 0b0101 == 0b0100:                    # loads and stores
         if word & 0x3F000000 == 0x08000000:
             out = (rd, (word >> 16) & 31, (word >> 10) & 31)   # exclusives and CAS: Rt, Rs, Rt2
@@ -190,8 +192,9 @@ def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=Fa
     out = [decode(w, start + 4 * k) for k, w in enumerate(raw)]
     if read is not None:
         tables = jump_tables(raw, out)
+        spills = (31, 29, _constant_defs_all(raw, out)) if tables else None
         for k, targets in jumptables.resolve(out, tables, read, kept, sp_at or (lambda addr: None),
-                                             big_endian, elsewhere).items():
+                                             big_endian, elsewhere, spills).items():
             out[k] = out[k]._replace(targets=targets)
     return out
 
@@ -269,18 +272,25 @@ def _adr(w: int, addr: int) -> Optional[Tuple[int, int]]:
 def _constant_defs(words: List[int], out: List[Op], reg: int) -> Dict[int, int]:
     """{index: address} of the instructions that put an address in `reg`: `adr`, or `add #imm`
     on a register an `adrp` just set (its page)."""
+    return {i: addr for i, (r, addr) in _constant_defs_all(words, out).items() if r == reg}
+
+
+def _constant_defs_all(words: List[int], out: List[Op]) -> Dict[int, Tuple[int, int]]:
+    """{index: (register, address)} of the instructions that put an address in a register (as
+    _constant_defs)."""
     defs = {}
     for i, w in enumerate(words):
         got = _adr(w, out[i].addr)
-        if got is not None and got[0] == reg:
-            defs[i] = got[1]
-        elif w & 0xFF800000 == 0x91000000 and w & 31 == reg:                  # ADD (immediate), 64-bit
+        if got is not None and got[0] != 31:
+            defs[i] = got
+        elif w & 0xFF800000 == 0x91000000 and w & 31 != 31:                   # ADD (immediate), 64-bit
+            reg = w & 31
             src = (w >> 5) & 31
             j = jumptables.last_write(out, i, (src,))
             page = words[j] if j is not None else 0
             if j is not None and page & 0x9F000000 == 0x90000000 and page & 31 == src:
                 base = (out[j].addr & ~0xFFF) + (_sext(((page >> 5) & 0x7FFFF) << 2 | (page >> 29) & 3, 21) << 12)
-                defs[i] = base + (((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0))
+                defs[i] = (reg, base + (((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)))
     return defs
 
 

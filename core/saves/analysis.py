@@ -221,7 +221,8 @@ def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Op
             return got
     where = at(abi, index, match, read_code, symbolize)
     got = Plan(tuple((r, s.base, s.offset) for r, s in where.items() if s.kind is SaveKind.SAVED),
-               tuple(r for r, s in where.items() if s.kind is SaveKind.UNCHANGED))
+               tuple(r for r, s in where.items() if s.kind is SaveKind.UNCHANGED),
+               tuple((r, s.base) for r, s in where.items() if s.kind is SaveKind.IN_REGISTER and s.base is not None))
     func = cache.get(match.fde.start)
     if func is not None:
         if len(func.plans) >= 256:

@@ -14,11 +14,14 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
 - where paths meet with different answers, the answer is UNKNOWN; a store that cannot be placed
   (SP not known, a register base) of a register still unchanged makes it UNKNOWN too;
 - a store over a slot that holds a saved register (any store, or memory an instruction may write
-  otherwise: `clobbers`) makes that register UNKNOWN.
+  otherwise: `clobbers`) makes that register UNKNOWN;
+- a copy of an unchanged register into another (`copy`: s390x's `ldgr %f5,%r6`) parks it there,
+  until a copy back restores it; anything else that writes the holder, and any call (which may
+  change it), makes it UNKNOWN.
 
 An indirect jump (a jump table) may land anywhere in the function where SFrame's CFA allows it:
 its state flows into each such instruction.  A call an exception may leave through one of the
-function's landing pads (its exception table: core.dwarf.lsda) flows into that pad too, with the
+function's landing pads (its exception table: core.saves.lsda) flows into that pad too, with the
 state it returns with: the unwinder restores the callee-saved registers as they were at the call.
 
 Code no path from the entry reaches gets no answer, except alignment padding and the code after a
@@ -58,9 +61,11 @@ class Op(NamedTuple):
     derives: Optional[Tuple[int, int, int]] = None  # (dst, src, imm): dst = src + imm (a copy, an add of a constant)
     gone: bool = False                # a call that never returns (a STOP): what follows is not its continuation
     returns: bool = False             # it may return to the caller (a STOP: always; s390x's bner %r14: or go on)
+    copy: Optional[Tuple[int, int]] = None   # (dst, src): a register copied into another (s390x ldgr, lgdr)
 
 
-UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), or UNKNOWN
+UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), UNKNOWN,
+#                         or ("in", R): parked in register R of this frame (s390x's leaf functions: ldgr)
 
 
 class State(NamedTuple):
@@ -208,7 +213,10 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             regs[k] = None                       # restored from its slot
         elif regs[k] is None:
             regs[k] = UNKNOWN                    # loaded from elsewhere while not saved
-    for reg in op.writes:
+    writes = op.writes
+    if op.copy is not None or op.flow is Flow.CALL or op.writes_all or any(isinstance(r, tuple) for r in regs):
+        writes = _parking(op, regs, slot_of)
+    for reg in writes:
         k = slot_of.get(reg)
         if k is not None and regs[k] is None:
             regs[k] = UNKNOWN                    # changed while not saved: not the caller's any more
@@ -223,6 +231,26 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
     elif op.sp and sp is not None:
         sp -= op.sp
     return State(sp, tuple(regs), tuple(sorted(rel.items())))
+
+
+def _parking(op: Op, regs: list, slot_of: Dict[int, int]) -> Tuple[int, ...]:
+    """Registers parked in others (s390x's leaf functions keep r6-r13 in f0-f7): a copy of an
+    unchanged register parks it, a copy back from its holder restores it; a write of a holder
+    otherwise, or a call, loses what it holds.  The writes `op` still makes (a restore is none)."""
+    holders_written = set(op.writes) | {load[0] for load in op.loads}
+    writes = op.writes
+    for k, where in enumerate(regs):
+        if isinstance(where, tuple) and (op.writes_all or op.flow is Flow.CALL or where[1] in holders_written):
+            regs[k] = UNKNOWN                    # its holder changed (a call may change any)
+    if op.copy is not None:
+        dst, src = op.copy
+        kd, ks = slot_of.get(dst), slot_of.get(src)
+        if kd is not None and regs[kd] == ("in", src):
+            regs[kd] = None                      # copied back from where it was parked: restored
+            writes = tuple(r for r in writes if r != dst)
+        elif ks is not None and regs[ks] is None and dst not in slot_of:
+            regs[ks] = ("in", dst)
+    return writes
 
 
 def _follow_addresses(op: Op, rel: Dict[int, int], sp: Optional[int], sp_reg: int) -> None:

@@ -141,6 +141,8 @@ class FlowFunction:
                 out[reg] = UNCHANGED
             elif where == flow.UNKNOWN:
                 out[reg] = unknown("saved differently on different paths, or where this analysis cannot place it")
+            elif isinstance(where, tuple):
+                out[reg] = Save(SaveKind.IN_REGISTER, 0, where[1])
             else:
                 out[reg] = Save(SaveKind.SAVED, where)  # type: ignore[arg-type]  # an int: CFA offset
         return out

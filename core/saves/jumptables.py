@@ -41,6 +41,7 @@ class Table(NamedTuple):
     entries: Optional[int] = None  # how many, where the bound check says
     absolute: bool = False        # entries are the targets themselves (a table of label addresses)
     since: Optional[int] = None   # the shape's first instruction, if before `load`: no path may come in after it
+    other_base: Optional[int] = None  # where the shape cannot tell the base from the index: the other one
 
 
 WINDOW = 8
@@ -59,10 +60,15 @@ def last_write(out: List[Op], j: int, regs) -> Optional[int]:
 
 
 def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable[[int], Optional[int]],
-            big_endian: bool = False, elsewhere: Optional[Callable[[int], bool]] = None) -> Dict[int, Tuple[int, ...]]:
+            big_endian: bool = False, elsewhere: Optional[Callable[[int], bool]] = None,
+            spills: Optional[Tuple[int, int, Dict[int, Tuple[int, int]]]] = None) -> Dict[int, Tuple[int, ...]]:
     """{index of an indirect jump in `out`: its targets} for the `tables` (by jump index) that
     resolve.  `kept`: the DWARF registers a call preserves; `sp_at(addr)`: SFrame's CFA - SP;
-    `elsewhere(addr)`: may code outside `out` at addr be a case of the function (its .cold part)?"""
+    `elsewhere(addr)`: may code outside `out` at addr be a case of the function (its .cold part)?
+    `spills`: (SP's and FP's DWARF numbers, {index: (register, address)} of every instruction that
+    puts a table's address in a register): where the base register's own defs do not reach the load on
+    every path, the address is also followed through other registers and the stack
+    (`_bases_spilled`)."""
     if not tables:
         return {}
     starts = {op.addr for op in out}
@@ -82,6 +88,11 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
             if any(out[i].addr in landing for i in range(first + 1, k + 1)):
                 continue          # a path comes in after the table's entry is loaded
             bases = _bases_before(out, t.load, t.base, t.defs, kept, sps, found, optimistic)
+            if bases is None and spills is not None:
+                for base in (t.base,) if t.other_base is None else (t.base, t.other_base):
+                    bases = _bases_spilled(out, t.load, base, spills[2], kept, sps, found, optimistic, spills[:2])
+                    if bases is not None:
+                        break
             targets = _read(t, bases, read, starts, big_endian, inside, elsewhere) if bases else None
             if targets is not None:
                 new[k] = targets
@@ -139,6 +150,99 @@ def _read(t: Table, bases, read, starts, big_endian, inside=lambda addr: False, 
     return tuple(sorted(set(targets))) if targets else None
 
 
+def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, optimistic: bool) -> List[int]:
+    """Where control goes after out[i]: an indirect jump to its targets in `found`, else nowhere
+    (`optimistic`) or anywhere SFrame's CFA allows."""
+    op = out[i]
+    succ: List[int] = []
+    if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and i + 1 < len(out):
+        succ.append(i + 1)
+    if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
+        succ.append(where[op.target])
+    if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+        if i in found:
+            succ.extend(where[t] for t in found[i])
+        elif not optimistic:
+            succ.extend(anywhere(out, sps, sps[i]))
+    return succ
+
+
+def _bases_spilled(out: List[Op], k: int, reg: int, defs: Dict[int, Tuple[int, int]], kept, sps, found: dict,
+                   optimistic: bool, frame_regs: Tuple[int, int]) -> Optional[frozenset]:
+    """The table addresses `reg` holds before out[k] on every path, where the address comes
+    through other registers and the stack (AArch64's zstd: `str x0, [sp, #192]` ... `ldr x1,
+    [sp, #192]`): the state is every register and SP-based slot (CFA-relative, by SFrame's
+    CFA - SP) known to hold table addresses, set by `defs`, carried by copies, loads and stores,
+    dropped by any other write (a store or clobber over a slot; a call, of the registers it does
+    not keep).  A compiler's spill slot is written by the stores to it alone: its address is never
+    taken, and a store this cannot place (a half register, an index, a base other than SP) is
+    not taken to hit a live one, as core.saves.flow takes it for a save slot.  None where some
+    path brings anything else."""
+    sp_reg = frame_regs[0]
+    n = len(out)
+    where = {op.addr: i for i, op in enumerate(out)}
+    states: List[Optional[Dict[object, frozenset]]] = [None] * n
+    states[0] = {}
+    work = [0]
+    while work:
+        i = work.pop()
+        state = dict(states[i] or {})
+        op, sp = out[i], sps[i]
+
+        if op.writes_all:
+            state = {}
+        else:
+            for r, base, off in op.stores:
+                if base == sp_reg and off is not None and sp is not None:
+                    value = state.get(r)
+                    _drop_slots(state, off - sp, off - sp + 8)
+                    if value is not None:
+                        state[("slot", off - sp)] = value
+            for base, off, size in op.clobbers:
+                if base != sp_reg or sp is None:
+                    state = {r: v for r, v in state.items() if not isinstance(r, tuple)}
+                else:
+                    _drop_slots(state, off - sp, off - sp + size)
+            for r in op.writes:
+                state.pop(r, None)
+            for r, base, off in op.loads:
+                value = state.get(("slot", off - sp)) if base == sp_reg and off is not None and sp is not None else None
+                if value is None:
+                    state.pop(r, None)
+                else:
+                    state[r] = value
+            if op.derives is not None:
+                dst, src, imm = op.derives
+                value = state.get(src) if imm == 0 and src != sp_reg else None
+                if value is None:
+                    state.pop(dst, None)
+                else:
+                    state[dst] = value
+            if i in defs:
+                r, addr = defs[i]
+                state[r] = frozenset([addr])
+            if op.flow is Flow.CALL:
+                state = {r: v for r, v in state.items() if isinstance(r, tuple) or r in kept}
+        for j in _successors(out, i, where, sps, found, optimistic):
+            old = states[j]
+            if old is None:
+                new = state
+            else:
+                new = {key: old[key] | state[key] for key in old.keys() & state.keys()}
+                new = {key: v for key, v in new.items() if len(v) <= MAX_BASES}
+            if new != old:
+                states[j] = new
+                work.append(j)
+    got = states[k]
+    return got.get(reg) if got is not None else None
+
+
+def _drop_slots(state: Dict[object, frozenset], lo: int, hi: int) -> None:
+    """Forget the slots (8 bytes each) that [lo, hi) overlaps."""
+    for key in [key for key in state if isinstance(key, tuple) and key[1] < hi and lo < key[1] + 8]:
+        del state[key]
+
+
 def _bases_before(out: List[Op], k: int, reg: int, defs: Dict[int, int], kept, sps, found: dict,
                   optimistic: bool) -> Optional[frozenset]:
     """The table addresses `reg` holds before out[k] on every path from the function's entry: an
@@ -161,17 +265,7 @@ def _bases_before(out: List[Op], k: int, reg: int, defs: Dict[int, int], kept, s
             state = top
         if op.flow is Flow.CALL and reg not in kept:
             state = top
-        succ: List[int] = []
-        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and i + 1 < n:
-            succ.append(i + 1)
-        if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
-            succ.append(where[op.target])
-        if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
-            if i in found:
-                succ.extend(where[t] for t in found[i])
-            elif not optimistic:
-                succ.extend(anywhere(out, sps, sps[i]))
-        for j in succ:
+        for j in _successors(out, i, where, sps, found, optimistic):
             old = states[j]
             new = state if old is None else old | state
             if top & new or len(new) > MAX_BASES:

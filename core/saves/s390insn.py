@@ -11,7 +11,7 @@ A callee-saved register copied into a floating-point register (LDGR: GCC's leaf 
 r6-r13 there) is a save this analysis does not follow: it makes the register unknown.
 """
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from . import jumptables
 from .flow import Flow, Op
@@ -50,8 +50,10 @@ def decode(b: bytes, addr: int, fpr_dwarf) -> Op:
     if n == 4 and first == 0x50:                                 # ST: 32 bits of a register
         return Op(addr, 4, stores=((b[1] >> 4, b[2] >> 4, None),))
     if n == 4 and first == 0xB3 and b[1] == 0xC1:                # LDGR %fR1,%rR2: a GPR parked in an FPR
-        return Op(addr, 4, stores=((b[3] & 0xF, -1, None),), writes=(fpr_dwarf(b[3] >> 4),))
+        return Op(addr, 4, writes=(fpr_dwarf(b[3] >> 4),), copy=(fpr_dwarf(b[3] >> 4), b[3] & 0xF))
     op = _sp_writes(b, addr, n)
+    if n == 4 and first == 0xB3 and b[1] == 0xCD:                # LGDR %rR1,%fR2: and back
+        return op._replace(writes=(b[3] >> 4,), copy=(b[3] >> 4, fpr_dwarf(b[3] & 0xF)))
     writes = _writes(b, n, fpr_dwarf)
     return op._replace(writes=writes) if writes else op
 
@@ -60,8 +62,17 @@ def decode(b: bytes, addr: int, fpr_dwarf) -> Op:
 _FP_FIRST = frozenset(tuple(range(0x20, 0x40)) + tuple(range(0x60, 0x80)) + (0xED,))
 # B3xx instructions whose first operand is a general register.
 _B3_GPR_RESULT = frozenset((0xCD, 0x8C, 0x98, 0x99, 0x9A, 0x9C, 0x9D, 0x9E, 0xA8, 0xA9, 0xAA, 0xAC, 0xAD, 0xAE,
-                            0xE1, 0xE2, 0xE3, 0xE5, 0xE7, 0xE9, 0xEA, 0xEB, 0xED, 0xEF, 0x41, 0x49, 0x4A, 0x4B,
-                            0x59, 0x5A, 0x5B))
+                            0xE1, 0xE2, 0xE3, 0xE5, 0xE7, 0xE9, 0xEA, 0xEB, 0xED, 0xEF))
+# B9 decimal floating point conversions from general registers: an FPR (pair) result.
+_B9_FPR_RESULT = frozenset((0x51, 0x52, 0x53, 0x59, 0x5A, 0x5B))
+# B3 binary floating point on extended (128-bit) operands, whose R1 names a pair of FPRs (n, n + 2):
+# LPXBR LNXBR LTXBR LCXBR LDXBR LEXBR FIXBR AXBR SXBR MXBR DXBR SQXBR MXDBR LXDBR LXEBR CXFBR
+# CXGBR CXLFBR CXLGBR LXR LZXR and their ...A forms.
+# (and the hexadecimal multiply-and-adds B338-B33F, some of which write a pair).
+_B3_EXTENDED = frozenset((0x40, 0x41, 0x42, 0x43, 0x45, 0x46, 0x47, 0x4A, 0x4B, 0x4C, 0x4D, 0x16, 0x07, 0x05,
+                          0x06, 0x96, 0x92, 0xA6, 0xA2, 0x65, 0x76) + tuple(range(0x38, 0x40)))
+# B3 binary floating point in the RRD format (multiply and add or subtract), R1 in the third byte.
+_B3_RRD = frozenset((0x0E, 0x0F, 0x1E, 0x1F))
 # Instructions that write an even-odd pair of general registers (R1, R1 + 1).
 _PAIR_ONE = frozenset((0x1C, 0x1D, 0x5C, 0x5D, 0x0E, 0x0F, 0xA8, 0xA9, 0xBB))
 _PAIR_B9 = frozenset((0x86, 0x87, 0x96, 0x97, 0x0D, 0x1D))
@@ -96,11 +107,16 @@ def _writes(b, n, fpr_dwarf):
     gprs, fprs = [r1], []
     if first in _FP_FIRST:
         gprs, fprs = [], [r1]
+    elif rre and first == 0xB9 and b[1] in _B9_FPR_RESULT:
+        gprs, fprs = [], [r1, r1 + 2]
     elif first == 0xB3 and b[1] in _B3_GPR_RESULT:
         gprs = [r1]                   # LGDR, conversions to integers, extractions, EFPC
-    elif first == 0xB3:               # floating point (RRD puts R1 in the third byte)
+    elif first == 0xB3 and b[1] < 0xD0 and b[1] not in _B3_EXTENDED:
+        gprs = []                     # short and long binary floating point: R1 alone (RRD: in the third byte)
+        fprs = [r1] + ([b[2] >> 4] if b[1] in _B3_RRD else [])
+    elif first == 0xB3:               # extended formats use pairs (f n, f n+2); decimal floating point
         gprs = []
-        fprs = [r1, r1 + 2, b[2] >> 4, (b[2] >> 4) + 2]     # extended formats use pairs (f n, f n+2)
+        fprs = [r1, r1 + 2, b[2] >> 4, (b[2] >> 4) + 2]
     elif n == 6 and first == 0xE7:
         fprs = [r1]                   # vector: v0-v15 hold f0-f15
     if first in _PAIR_ONE or rre and first == 0xB9 and b[1] in _PAIR_B9 or n == 6 and (
@@ -276,8 +292,9 @@ def words(code: bytes, start: int, fpr_dwarf, read=None, kept=(), sp_at=None, el
     ops = _traps(ops, code, start)
     if read is not None:
         tables = jump_tables(code, start, ops)
+        spills = (15, 11, _larl_defs_all(code, start, ops)) if tables else None
         for k, targets in jumptables.resolve(ops, tables, read, kept, sp_at or (lambda addr: None), True,
-                                             elsewhere).items():
+                                             elsewhere, spills).items():
             ops[k] = ops[k]._replace(targets=targets)
     return ops
 
@@ -338,11 +355,18 @@ def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.
                 # GCC may load the table's address twice (`larl %r1,T; larl %r2,T`): one register
                 # for the lg, the other for the branch, each set by a larl of the same address.
                 tables = {r for r in pair if _same_larl(code, start, ops, j, r, k, base)}
-            if len(tables) != 1:
+            other = None
+            if len(tables) == 2 and base is None:
+                # lg %rT, 0(%rX,%rB): which of the two holds the table, which the index, only the
+                # data flow can tell (jumptables: the one holding a table's address on every path)
+                table_base, other = sorted(tables)
+            elif len(tables) != 1:
                 continue
-            (table_base,) = tables
+            else:
+                (table_base,) = tables
             defs = defs_of.setdefault(table_base, _larl_defs(code, start, ops, table_base))
-            found[k] = jumptables.Table(j, table_base, defs, 8, base is not None, absolute=base is None)
+            found[k] = jumptables.Table(j, table_base, defs, 8, base is not None, absolute=base is None,
+                                        other_base=other)
             break
     return found
 
@@ -359,9 +383,14 @@ def _same_larl(code: bytes, start: int, ops: List[Op], j: int, reg: int, k: int,
 
 def _larl_defs(code: bytes, start: int, ops: List[Op], reg: int) -> Dict[int, int]:
     """{index: address} of the `larl %reg, address` of the function."""
+    return {i: addr for i, (r, addr) in _larl_defs_all(code, start, ops).items() if r == reg}
+
+
+def _larl_defs_all(code: bytes, start: int, ops: List[Op]) -> Dict[int, Tuple[int, int]]:
+    """{index: (register, address)} of every `larl` of the function."""
     defs = {}
     for i, op in enumerate(ops):
         b = code[op.addr - start:op.addr - start + op.length]
-        if len(b) == 6 and b[0] == 0xC0 and b[1] & 0xF == 0 and b[1] >> 4 == reg:
-            defs[i] = op.addr + 2 * _sext(int.from_bytes(b[2:6], "big"), 32)
+        if len(b) == 6 and b[0] == 0xC0 and b[1] & 0xF == 0:
+            defs[i] = (b[1] >> 4, op.addr + 2 * _sext(int.from_bytes(b[2:6], "big"), 32))
     return defs

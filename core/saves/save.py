@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..arch import abi as abimod
-from ..dwarf.lsda import CallSite, landing_pad
 from ..errors import CfiError
 from ..sframe.rules import RuleKind
 from .flow import Flow, Op
+from .lsda import CallSite, landing_pad
 
 CodeReader = Callable[[int, int], Optional[bytes]]
 # symbolize(addr) -> (name, offset) of the function symbol containing addr, or None.
@@ -23,6 +23,7 @@ MAX_FUNCTION_SIZE = 1 << 20
 class SaveKind(enum.Enum):
     SAVED = "saved"
     UNCHANGED = "unchanged"
+    IN_REGISTER = "in register"       # held in another register of this frame (`base`)
     UNKNOWN = "unknown"
 
 
@@ -42,6 +43,9 @@ class Save:
             return "saved at %s%s" % (base, off)
         if self.kind is SaveKind.UNCHANGED:
             return "unchanged (not saved on the way to this PC: still the caller's value)"
+        if self.kind is SaveKind.IN_REGISTER:
+            return "in %s (copied there: this frame's %s holds the caller's value)" % (
+                abi.regname(self.base), abi.regname(self.base))
         return "unknown (%s)" % self.why if self.why else "unknown"
 
 
@@ -57,6 +61,7 @@ class Plan(NamedTuple):
     as (reg, base reg or None for the CFA, offset), and the registers to carry over unchanged."""
     slots: Tuple[Tuple[int, Optional[int], int], ...]
     unchanged: Tuple[int, ...]
+    moved: Tuple[Tuple[int, int], ...] = ()   # (reg, the register of this frame holding its value)
 
 
 def function_code(fde, read_code: CodeReader) -> Optional[bytes]:

@@ -53,7 +53,7 @@ class SFrameIndex:
         self.saves: Dict[int, object] = {}    # function start -> save-slot facts (core.saves.analysis)
         self.noreturn: Dict[int, bool] = {}   # function start -> never returns? (core.saves.noreturn)
         self.names: Optional[Dict[str, list]] = None   # symbol -> FDEs it starts (core.saves.analysis)
-        # The file's exception tables (core.dwarf.lsda.ExceptionTables), where its CFI was read: the
+        # The file's exception tables (core.saves.lsda.ExceptionTables), where its CFI was read: the
         # analysis then follows calls to their landing pads.  None: not known.
         self.exceptions: Optional[object] = None
 

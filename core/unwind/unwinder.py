@@ -324,6 +324,10 @@ def _recover_saved(ctx, index, match, cfa, symbolize):
         value = regs.get(reg)
         if value is not None:
             out[reg] = value
+    for reg, holder in todo.moved:
+        value = regs.get(holder)     # (known in a frame whose registers are all known: the innermost)
+        if value is not None:
+            out[reg] = value
     slots = []
     for reg, base, offset in todo.slots:
         origin = cfa if base is None else frame.reg(abi, base)
