@@ -84,6 +84,19 @@ def test_decode_writes_of_vector_moves():
     assert X.decode(bytes.fromhex("f30f7edf"), 0, 0).writes in ((), (7,))   # movq %xmm7,%xmm3
 
 
+def test_decode_writes_what_the_encoding_names_and_no_more():
+    """The general registers an instruction may write, where its ModRM reg or r/m field names a
+    vector register or extends the opcode (cvttsd2si %xmm3,%rax writes rax, not rbx, which xmm3's
+    number is), and those it writes without naming them (sub $n,%eax, cltd, div, string ops)."""
+    w = lambda h: X.decode(bytes.fromhex(h), 0, 0x1000).writes
+    assert w("f2480f2cc3") == (0,) and w("f2480f2cd9") == (3,)                # cvttsd2si %xmm3,%rax; %xmm1,%rbx
+    assert w("660f50c3") == (0,) and w("660fd7c3") == (0,)                    # movmskpd, pmovmskb %xmm3,%eax
+    assert w("480fbaf83f") == (0,) and w("480fbae83f") == (0,)                # btc, bts $63,%rax
+    assert w("0fc70e") == (0, 2) and w("480fc7f3") == (3,)                    # cmpxchg8b (%rsi); rdrand %rbx
+    assert w("2d01010000") == (0,) and w("99") == (2,) and w("48f7f3") == (0, 2)   # sub $..,%eax; cltd; div
+    assert set(w("f348ab")) == {0, 1, 6, 7} and w("3d01010000") == ()        # rep stos; cmp $..,%eax
+
+
 def test_decode_classifies_what_the_analysis_relies_on():
     dec = lambda h: X.decode(bytes.fromhex(h), 0, 0x1000)
     assert dec("eb fe").target == 0x1000 and dec("eb fe").transfer           # jmp to itself
@@ -1412,6 +1425,43 @@ def test_cold_part_analysed_with_its_function(tmp_path, tc):
     places = report.totals()
     assert [f.name for f in report.functions] == ["sum.cold"], report.functions
     assert places[Verdict.PROVED] > 0 and places[Verdict.UNKNOWN] == 0 and places[Verdict.WRONG] == 0, places
+
+
+TWIN_C = r"""
+#include <stdio.h>
+static volatile int sink;
+__attribute__((noinline, cold)) void report_%(n)s(FILE *log, int i) { fprintf(log, "%(n)s %%d\n", i); }
+static __attribute__((noinline)) long sum(const int *p, int n, FILE *log)
+{
+    long s = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < 0) { report_%(n)s(log, i); sink = i; s -= sink * %(k)d; continue; }
+        s += (long)p[i] * (i + sink);
+    }
+    return s;
+}
+long use_%(n)s(const int *p, int n, FILE *log) { return sum(p, n, log) + %(k)d; }
+"""
+
+
+@pytest.mark.parametrize("tc", ["host", "sid"])
+def test_cold_parts_of_two_static_functions_of_one_name(tmp_path, tc):
+    """Two files each with a static `sum` and its `sum.cold`: each part is analysed with the `sum`
+    whose code jumps into it (the name alone cannot tell them apart)."""
+    from sframekit.core.checks.registers import Verdict, check_registers
+    t = T.toolchain(tc)
+    for n, k in (("a", 3), ("b", 5)):
+        (tmp_path / ("%s.c" % n)).write_text(TWIN_C % {"n": n, "k": k})
+    (tmp_path / "m.c").write_text("#include <stdio.h>\nlong use_a(const int*,int,FILE*); long use_b(const int*,int,FILE*);\n"
+                                  "int main(int c,char**v){int a[3]={c,-c,2};(void)v;return (int)(use_a(a,3,stderr)"
+                                  "+use_b(a,3,stderr));}\n")
+    T._run_script(t, [T._compile_cmd(t, [tmp_path / f for f in ("a.c", "b.c", "m.c")], tmp_path / "two",
+                                     ["-O2", "-fomit-frame-pointer"])], tmp_path)
+    report = check_registers(str(tmp_path / "two"), function="sum.cold")
+    assert len(report.functions) == 2, report.functions
+    for f in report.functions:
+        assert f.places[Verdict.PROVED] > 0 and f.places[Verdict.UNKNOWN] == 0 and f.places[Verdict.WRONG] == 0, \
+            (f.name, f.places, f.reasons)
 
 
 # -- exceptions: landing pads (core.saves.lsda) -----------------------------------------------------

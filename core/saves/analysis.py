@@ -25,6 +25,7 @@ import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ..arch import abi as abimod
+from ..errors import CfiError
 from ..sframe import format as F
 from ..sframe.index import Match
 from .flow_analyser import A64Function, S390Function, X86FlowFunction
@@ -66,16 +67,36 @@ def _cold_part(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize
     flow_of = _FLOW.get(abi.sframe_abi)
     if flow_of is None or sym is None or sym[1] or not _COLD.search(sym[0]):
         return None
-    parent = _named(index, symbolize, _COLD.sub("", sym[0]))
-    if parent is None:
+    candidates = _named(index, symbolize, _COLD.sub("", sym[0]))
+    if len(candidates) > 1:
+        # Two static functions of one name (and so two F.cold): F is the one whose code jumps
+        # into this part, or whose landing pads are in it.
+        candidates = [c for c in candidates[:8] if _enters(abi, index, c, fde, read_code, flow_of)]
+    if len(candidates) != 1:
         return None
-    got = flow_of.cold_part(abi, index, fde, parent, read_code, symbolize)
+    got = flow_of.cold_part(abi, index, fde, candidates[0], read_code, symbolize)
     return None if got.failed and not getattr(got, "unreadable", False) else got
 
 
-def _named(index, symbolize: Optional[Symbolize], name: str):
-    """The FDE of the one function symbol `name` starts, or None (none, or several: two static
-    functions of one name).  The names of the FDEs' starts are looked up once per index."""
+def _enters(abi: abimod.ABIInfo, index, fde, part, read_code: CodeReader, flow_of) -> bool:
+    """Does the function of `fde` branch into `part`, or have a landing pad there?"""
+    code = function_code(fde, read_code)
+    ops = flow_of.decode(abi, code, fde.start) if code is not None else None
+    if not ops:
+        return False
+    lo, hi = part.start, part.start + part.size
+    if any(op.target is not None and lo <= op.target < hi for op in ops):
+        return True
+    tables = getattr(index, "exceptions", None)
+    try:
+        return tables is not None and any(lo <= site.landing_pad < hi for site in tables.call_sites(fde.start))
+    except CfiError:
+        return False
+
+
+def _named(index, symbolize: Optional[Symbolize], name: str) -> list:
+    """The FDEs function symbol `name` starts (two static functions may share a name).  The names
+    of the FDEs' starts are looked up once per index."""
     names = getattr(index, "names", None)
     if names is None:
         names = {}
@@ -84,8 +105,7 @@ def _named(index, symbolize: Optional[Symbolize], name: str):
             if sym is not None and not sym[1]:
                 names.setdefault(sym[0], []).append(fde)
         index.names = names
-    got = names.get(name) or names.get(_BASE_OBJECT.sub(r"\g<1>1", name), ())
-    return got[0] if len(got) == 1 else None
+    return list(names.get(name) or names.get(_BASE_OBJECT.sub(r"\g<1>1", name), ()))
 
 
 class _Refused:

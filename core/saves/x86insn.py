@@ -399,6 +399,15 @@ def _two_byte_writes(op, op3, modrm, rex):
         return ()
     if op == 0x7E:
         return _with_byte_aliases([rm], False)             # movd/movq r/m, mm/xmm: the reg field is not a GPR
+    if op in (0x2C, 0x2D, 0x50, 0xD7, 0xC5):
+        return _with_byte_aliases([reg], False)            # cvt(t)sd2si ..., movmskp*, pmovmskb, pextrw: from a vector
+    if op == 0xBA:
+        return _with_byte_aliases([rm], False)             # bt, bts, btr, btc $imm: the reg field extends the opcode
+    if op == 0xC7:
+        sub = (modrm >> 3) & 7 if modrm >= 0 else -1
+        return (0, 2) if sub == 1 else _with_byte_aliases([rm], False) if sub in (6, 7) else ()   # cmpxchg8b, rdrand
+    if op == 0xAE:
+        return _with_byte_aliases([rm], False)             # fences and memory forms; rdfsbase and the like
     return _with_byte_aliases([reg, rm], op in (0xB0, 0xC0) and rex == 0)
 
 
