@@ -899,6 +899,9 @@ S390_CASES = [
     ("cdgbr %f7,%r11", "b3a5007b", dict(writes=(23,))),        # long from a GPR: f7 alone, not f9
     ("axbr %f1,%f5", "b34a0015", dict(writes=(20, 21, 16, 17))),   # extended: the pair f1, f3 (and f0, f2)
     ("lgdr %r15,%f0", "b3cd00f0", dict(writes=(15,), sp=None, copy=(15, 16))),
+    ("sllg %r6,%r2,3", "eb620003000d", dict(writes=(6,))),          # RSY and RIE forms name registers
+    ("risbgz %r13,%r4,29,60,3", "ecd41dbc0355", dict(writes=(13,))),
+    ("lmd %r6,%r8,0,0", "ef6800000000", dict(writes=(6, 7, 8))),
 ]
 
 
@@ -1565,6 +1568,28 @@ def test_landing_pads(tmp_path, tc):
                                       lambda code, start: S._FLOW[abi.sframe_abi].decode(abi, code, start, read))
     assert never_returns("always_throws", True) and not never_returns("catches_own", True)
     assert not never_returns("always_throws", False) and not never_returns("catches_own", False)
+
+
+def test_s390x_switch_table_length_from_the_bound_check():
+    """GCC's s390x switch: clfi %r4,1; jh; risbgz %r13,%r4,29,60,3; larl %r8,T; lg %r14,0(%r13,%r8);
+    b 0(%r14,%r8): the table has two entries; without the check (je), no length is known."""
+    code = bytes.fromhex("eb6ff0300024"    # 0: stmg %r6,%r15,48(%r15)
+                         "c24f00000001"    # 6: clfi %r4,1
+                         "a7240011"        # c: jh 0x2e
+                         "ecd41dbc0355"    # 10: risbgz %r13,%r4,29,60,3
+                         "c08000000015"    # 16: larl %r8,0x40 (the table)
+                         "e3ed80000004"    # 1c: lg %r14,0(%r13,%r8)
+                         "47fe8000"        # 22: b 0(%r14,%r8)
+                         "a7180000"        # 26: lhi %r1,0 (case 0)
+                         "a7180001"        # 2a: lhi %r1,1 (case 1)
+                         "eb6ff0300004"    # 2e: lmg %r6,%r15,48(%r15)
+                         "07fe")           # 34: br %r14
+
+    def tables(code):
+        return s390insn.jump_tables(code, 0x1000, s390insn.words(code, 0x1000, lambda n: 16 + n))
+    assert tables(code)[6].entries == 2
+    assert tables(code.replace(bytes.fromhex("a7240011"), bytes.fromhex("a7840011")))[6].entries is None   # je
+    assert tables(code.replace(bytes.fromhex("ecd41dbc0355"), bytes.fromhex("ecd41dbc0255")))[6].entries is None
 
 
 def test_s390x_caller_gets_a_parked_register():

@@ -82,8 +82,10 @@ _PAIR_E3 = frozenset((0x86, 0x87, 0x96, 0x97, 0x0D, 0x1D))
 # Formats whose second byte is no register: SI (TM, MVI, NI, CLI, OI, XI), SS (MVC, XC, CLC, ...,
 # SRP, PACK, ...), SIL and SSE (E5xx), SSF (C8x).  SIY and the prefetches are told by their last
 # byte, or by the low nibble of the second.
+# (E8-EA: MVCIN, PKA, UNPKA; not EB-EF, which name registers: RSY shifts and rotates, RIE
+# RISBG and compare-and-branch, RXE floating point, PLO, LMD)
 _NO_REGISTER_FIRST = frozenset((0x91, 0x92, 0x94, 0x95, 0x96, 0x97, 0xE5, 0xC8) + tuple(range(0xD0, 0xE0))
-                               + tuple(range(0xE8, 0xF0)) + tuple(range(0xF0, 0x100)))
+                               + (0xE8, 0xE9, 0xEA) + tuple(range(0xF0, 0x100)))
 _SIY = frozenset((0x51, 0x52, 0x54, 0x55, 0x56, 0x57, 0x6A, 0x6E, 0x7A, 0x7E))
 
 
@@ -122,7 +124,7 @@ def _writes(b, n, fpr_dwarf):
     if first in _PAIR_ONE or rre and first == 0xB9 and b[1] in _PAIR_B9 or n == 6 and (
             first == 0xE3 and b[5] in _PAIR_E3 or first == 0xEB and b[5] in (0x3E, 0x31)):
         gprs.append(r1 + 1)
-    if first == 0x98 or n == 6 and first == 0xEB and b[5] in (0x98, 0x96):      # LM, LMY, LMH: R1..R3
+    if first in (0x98, 0xEF) or n == 6 and first == 0xEB and b[5] in (0x98, 0x96):   # LM, LMD, LMY, LMH: R1..R3
         r, r3 = r1, b[1] & 0xF
         while r != r3:
             r = (r + 1) % 16
@@ -365,10 +367,56 @@ def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.
             else:
                 (table_base,) = tables
             defs = defs_of.setdefault(table_base, _larl_defs(code, start, ops, table_base))
+            index = (pair - {table_base}).pop() if base is not None and len(pair) == 2 else None
             found[k] = jumptables.Table(j, table_base, defs, 8, base is not None, absolute=base is None,
-                                        other_base=other)
+                                        other_base=other,
+                                        entries=_bound(code, start, ops, j, index) if index is not None else None)
             break
     return found
+
+
+def _bound(code: bytes, start: int, ops: List[Op], j: int, index: int) -> Optional[int]:
+    """The entries of the switch table whose entry ops[j] loads at index register `index`, where
+    the bound check before it is plain, else None:
+
+        clfi   %rI, n               (a 32-bit unsigned compare)
+        jh     default              (the index is at most n where it falls through)
+        ...                         (nothing else writes rI or rX)
+        risbgz %rX, %rI, 29, 60, 3  (rX = the low 32 bits of rI, times 8)
+        lg     %rE, 0(%rX,%rB)
+
+    GCC's switch: the table has exactly as many entries as the check lets through."""
+    def raw(i):
+        op = ops[i]
+        return code[op.addr - start:op.addr - start + op.length]
+    scale, source = None, None
+    i = j - 1
+    while i >= 0 and j - i <= jumptables.WINDOW:
+        op, b = ops[i], raw(i)
+        if op.flow is Flow.BRANCH:
+            break
+        if op.flow is not Flow.NEXT or op.writes_all:
+            return None
+        if scale is None and index in op.writes:
+            # RISBG(Z) %rX,%rI,I3,I4,I5 with I3 = 32 - 3, I4 = 63 - 3 (zero the rest), I5 = 3
+            if len(b) != 6 or b[0] != 0xEC or b[5] not in (0x55, 0x59) or b[1] >> 4 != index \
+                    or (b[2] & 0x3F, b[3], b[4]) != (29, 0x80 | 60, 3):
+                return None
+            scale, source = True, b[1] & 0xF
+        elif scale is not None and source in op.writes:
+            return None
+        elif scale is None and any(load[0] == index for load in op.loads):
+            return None
+        i -= 1
+    if scale is None or i < 1:
+        return None
+    b = raw(i)
+    if not (len(b) == 4 and b[0] == 0xA7 and b[1] == 0x24 or len(b) == 6 and b[0] == 0xC0 and b[1] == 0x24):
+        return None                                              # jh (BRC / BRCL with mask 2)
+    c = raw(i - 1)
+    if len(c) != 6 or c[0] != 0xC2 or c[1] & 0xF != 0xF or c[1] >> 4 != source:
+        return None                                              # clfi %rI, n
+    return int.from_bytes(c[2:6], "big") + 1
 
 
 def _same_larl(code: bytes, start: int, ops: List[Op], j: int, reg: int, k: int, other: int) -> bool:
