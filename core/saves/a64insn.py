@@ -191,8 +191,14 @@ def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=Fa
     raw = [int.from_bytes(code[k:k + 4], "little") for k in range(0, len(code), 4)]
     out = [decode(w, start + 4 * k) for k, w in enumerate(raw)]
     if read is not None:
-        tables = jump_tables(raw, out)
-        spills = (31, 29, _constant_defs_all(raw, out)) if tables else None
+        found: list = []
+
+        def all_defs():                 # (one scan of the function for every table, and the spills)
+            if not found:
+                found.append(_constant_defs_all(raw, out))
+            return found[0]
+        tables = jump_tables(raw, out, all_defs)
+        spills = (31, 29, all_defs()) if tables else None
         for k, targets in jumptables.resolve(out, tables, read, kept, sp_at or (lambda addr: None),
                                              big_endian, elsewhere, spills).items():
             out[k] = out[k]._replace(targets=targets)
@@ -202,7 +208,7 @@ def words(code: bytes, start: int, read=None, kept=(), sp_at=None, big_endian=Fa
 # -- jump tables (core.saves.jumptables) -----------------------------------------------------------
 
 
-def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
+def jump_tables(words: List[int], out: List[Op], all_defs=None) -> Dict[int, jumptables.Table]:
     """{index of a `br`: its jumptables.Table} for GCC's two shapes of jump table:
 
         adrp/add xB, table (or adr xB)              adrp/add xB, table
@@ -214,7 +220,8 @@ def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
     a `switch` (entries: words from the anchor, the count from the bound check when it is there)
     and a table of label addresses (GCC's computed goto; absolute addresses, which the reader
     gives as the loader leaves them).  Other instructions may stand in between, writing none of
-    the registers the shape uses."""
+    the registers the shape uses.  `all_defs()`: _constant_defs_all of the function, if known."""
+    all_defs = all_defs or (lambda: _constant_defs_all(words, out))
     found: Dict[int, jumptables.Table] = {}
     defs_of: Dict[int, Dict[int, int]] = {}
     for k, op in enumerate(out):
@@ -229,7 +236,7 @@ def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
         load = _register_load(wa)
         if load is not None and load[0] == x and load[3] == 3:
             _rt, base, _index, _size, signed = load
-            defs = defs_of.setdefault(base, _constant_defs(words, out, base))
+            defs = defs_of.setdefault(base, _defs_of(all_defs(), base))
             found[k] = jumptables.Table(a, base, defs, 8, False, absolute=True)
             continue
         if wa & 0xFFE00000 != 0x8B200000 or wa & 31 != x:          # ADD (extended register), 64-bit
@@ -245,7 +252,7 @@ def jump_tables(words: List[int], out: List[Op]) -> Dict[int, jumptables.Table]:
         if anchor is None or anchor[0] != rn or load is None or load[0] != rm or load[3] == 3:
             continue
         _rt, base, index, size, signed = load
-        defs = defs_of.setdefault(base, _constant_defs(words, out, base))
+        defs = defs_of.setdefault(base, _defs_of(all_defs(), base))
         found[k] = jumptables.Table(i_load, base, defs, 1 << size, signed or option >= 4, anchor=anchor[1],
                                     shift=shift, entries=_bound(words, out, i_load, index), since=min(i_adr, i_load))
     return found
@@ -269,15 +276,14 @@ def _adr(w: int, addr: int) -> Optional[Tuple[int, int]]:
     return w & 31, addr + _sext(((w >> 5) & 0x7FFFF) << 2 | (w >> 29) & 3, 21)
 
 
-def _constant_defs(words: List[int], out: List[Op], reg: int) -> Dict[int, int]:
-    """{index: address} of the instructions that put an address in `reg`: `adr`, or `add #imm`
-    on a register an `adrp` just set (its page)."""
-    return {i: addr for i, (r, addr) in _constant_defs_all(words, out).items() if r == reg}
+def _defs_of(all_defs: Dict[int, Tuple[int, int]], reg: int) -> Dict[int, int]:
+    """{index: address} of those of `all_defs` that put an address in `reg`."""
+    return {i: addr for i, (r, addr) in all_defs.items() if r == reg}
 
 
 def _constant_defs_all(words: List[int], out: List[Op]) -> Dict[int, Tuple[int, int]]:
-    """{index: (register, address)} of the instructions that put an address in a register (as
-    _constant_defs)."""
+    """{index: (register, address)} of the instructions that put an address in a register:
+    `adr`, or `add #imm` on a register an `adrp` just set (its page)."""
     defs = {}
     for i, w in enumerate(words):
         got = _adr(w, out[i].addr)

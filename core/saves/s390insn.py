@@ -293,8 +293,14 @@ def words(code: bytes, start: int, fpr_dwarf, read=None, kept=(), sp_at=None, el
         pos += n
     ops = _traps(ops, code, start)
     if read is not None:
-        tables = jump_tables(code, start, ops)
-        spills = (15, 11, _larl_defs_all(code, start, ops)) if tables else None
+        found: list = []
+
+        def all_defs():                 # (one scan of the function for every table, and the spills)
+            if not found:
+                found.append(_larl_defs_all(code, start, ops))
+            return found[0]
+        tables = jump_tables(code, start, ops, all_defs)
+        spills = (15, 11, all_defs()) if tables else None
         for k, targets in jumptables.resolve(ops, tables, read, kept, sp_at or (lambda addr: None), True,
                                              elsewhere, spills).items():
             ops[k] = ops[k]._replace(targets=targets)
@@ -318,7 +324,7 @@ def _traps(ops: List[Op], code: bytes, start: int) -> List[Op]:
 # -- jump tables (core.saves.jumptables) -----------------------------------------------------------
 
 
-def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.Table]:
+def jump_tables(code: bytes, start: int, ops: List[Op], all_defs=None) -> Dict[int, jumptables.Table]:
     """{index of a branch: its jumptables.Table} for GCC's two shapes of jump table:
 
         larl %rB, table                      larl %rB, table
@@ -366,7 +372,9 @@ def jump_tables(code: bytes, start: int, ops: List[Op]) -> Dict[int, jumptables.
                 continue
             else:
                 (table_base,) = tables
-            defs = defs_of.setdefault(table_base, _larl_defs(code, start, ops, table_base))
+            if all_defs is None:
+                all_defs = lambda: _larl_defs_all(code, start, ops)     # noqa: E731
+            defs = defs_of.setdefault(table_base, {i: a for i, (r, a) in all_defs().items() if r == table_base})
             index = (pair - {table_base}).pop() if base is not None and len(pair) == 2 else None
             found[k] = jumptables.Table(j, table_base, defs, 8, base is not None, absolute=base is None,
                                         other_base=other,
