@@ -6,12 +6,15 @@ into an `Op`: its stores and loads of registers relative to SP or the frame poin
 SP, and where control goes next.  `analyse` then follows every path from the function's entry:
 
 - a register is UNCHANGED until a store saves it, then SAVED at the slot the store wrote
-  (CFA-relative), until a load from that slot restores it; an instruction that may write it
+  (CFA-relative), until a load from that slot restores it: then it is both (`Restored`) while the
+  slot, at or above SP, is not written; an instruction that may write it
   while it is UNCHANGED (a move, a load from elsewhere: code that keeps it in another register, or
   does not preserve it) makes it UNKNOWN;
 - SP relative to the CFA comes from SFrame where the CFA is SP-based, and is followed through
   the instructions elsewhere; where both are known and differ (CFI written late), from neither;
-- where paths meet with different answers, the answer is UNKNOWN; a store that cannot be placed
+- where paths meet with different answers, the answer is UNKNOWN, except that a register restored
+  from its intact slot agrees with both (s390x's tail call through a register, `lmg ...; br %r1`,
+  may be taken to land after the prologue's `stmg`, which saved to that slot); a store that cannot be placed
   (SP not known, a register base) of a register still unchanged makes it UNKNOWN too;
 - a store over a slot that holds a saved register (any store, or memory an instruction may write
   otherwise: `clobbers`) makes that register UNKNOWN;
@@ -26,9 +29,11 @@ state it returns with: the unwinder restores the callee-saved registers as they 
 
 Code no path from the entry reaches gets no answer, except alignment padding and the code after a
 call that never returns (as far as it goes without meeting code a path reaches), which take the
-state the code before them leaves.
+state the code before them leaves, as the CFI's rows carry on over them; so does an instruction only
+an s390x EXRL executes (never a PC of its own: it runs as part of the EXRL).
 """
 
+import dataclasses
 import enum
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -62,10 +67,20 @@ class Op(NamedTuple):
     gone: bool = False                # a call that never returns (a STOP): what follows is not its continuation
     returns: bool = False             # it may return to the caller (a STOP: always; s390x's bner %r14: or go on)
     copy: Optional[Tuple[int, int]] = None   # (dst, src): a register copied into another (s390x ldgr, lgdr)
+    executes: Optional[int] = None    # s390x EXRL: the instruction it executes, which runs as part of it
 
 
 UNKNOWN = "unknown"     # a register's state: None (unchanged), an int (saved at CFA + int), UNKNOWN,
-#                         or ("in", R): parked in register R of this frame (s390x's leaf functions: ldgr)
+#                         ("in", R): parked in register R of this frame (s390x's leaf functions: ldgr),
+#                         or Restored(k): unchanged, and a copy is still at CFA + k
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """A register loaded back from its save slot at CFA + `slot`, which still holds the same value:
+    UNCHANGED and SAVED at `slot` are both right (a path that jumps back after the restore meets one
+    that saved it there)."""
+    slot: int
 
 
 class State(NamedTuple):
@@ -78,8 +93,20 @@ def _meet(a: State, b: State) -> State:
     if a == b:
         return a
     sp = a.sp if a.sp == b.sp else None
-    regs = tuple(x if x == y else UNKNOWN for x, y in zip(a.regs, b.regs))
+    regs = tuple(x if x == y else _meet_reg(x, y) for x, y in zip(a.regs, b.regs))
     return State(sp, regs, tuple(sorted(set(a.rel) & set(b.rel))))
+
+
+def _meet_reg(x: object, y: object) -> object:
+    """Two different answers for one register where paths meet: what both prove, else UNKNOWN."""
+    if isinstance(y, Restored):
+        x, y = y, x
+    if isinstance(x, Restored):
+        if y is None or isinstance(y, Restored):
+            return None                 # unchanged on both paths
+        if y == x.slot:
+            return y                    # the slot holds it on both paths
+    return UNKNOWN
 
 
 # rules_at(addr) -> (CFA - SP or None, CFA - FP or None): what SFrame says at an instruction.
@@ -142,14 +169,17 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
 
     states[entry] = State(entry_sp, (None,) * len(regs))
     run([entry], [False] * n)
-    # Code no path reaches is never executed: alignment padding (after a jump or a return), and
-    # what the compiler placed after a call it did not know never returns.  It gets what the
-    # instruction before it leaves, as the CFI's rows carry on over it; what follows on from there
-    # (the compiler's view: as if the call returned), but nothing any path reaches.
+    # Code no path reaches is never executed: alignment padding (after a jump or a return), what
+    # the compiler placed after a call it did not know never returns, and EXRL's targets (run as
+    # part of the EXRL: never the PC).  It gets what the instruction before it leaves, as the CFI's
+    # rows carry on over it; what follows on from there (the compiler's view: as if the call
+    # returned), but nothing any path reaches.
+    executed = {where[op.executes] for op in ops if op.executes in where}
     reached = [state is not None for state in states]
     seeds = []
     for k in range(1, n):
-        if states[k] is None and (ops[k].nop or ops[k - 1].gone) and states[k - 1] is not None and joined[k - 1]:
+        if states[k] is None and (ops[k].nop or ops[k - 1].gone or k in executed) and states[k - 1] is not None \
+                and joined[k - 1]:
             states[k] = _transfer(ops[k - 1], states[k - 1], sframe[k - 1], slot_of, sp_reg, fp_reg)  # type: ignore[arg-type]
             if ops[k - 1].gone:
                 seeds.append(k)
@@ -173,7 +203,9 @@ def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]])
         at = place(base, off, False)
         if at is not None:
             for k, where in enumerate(regs):
-                if isinstance(where, int) and at < where + 8 and where < at + size:
+                if isinstance(where, Restored) and at < where.slot + 8 and where.slot < at + size:
+                    regs[k] = None               # the register still holds it
+                elif isinstance(where, int) and at < where + 8 and where < at + size:
                     regs[k] = UNKNOWN
 
 
@@ -184,7 +216,9 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
     else:
         sp = cfa_sp if cfa_sp is not None else state.sp
     regs = list(state.regs)
-
+    for k, where in enumerate(regs):
+        if isinstance(where, Restored) and (sp is None or where.slot < -sp):
+            regs[k] = None                       # its slot is below SP now: anything may write it
     rel = dict(state.rel)
 
     def place(base: int, off: Optional[int], below: bool = True) -> Optional[int]:
@@ -200,28 +234,7 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             got = off + rel[base]
         return got if got is not None and (got < 0 or not below) else None
     _forget_overwritten(op, regs, place)
-    for reg, base, off in op.stores:
-        k = slot_of.get(reg)
-        if k is not None and regs[k] is None:
-            at = place(base, off)
-            regs[k] = UNKNOWN if at is None else at
-    for reg, base, off in op.loads:
-        k = slot_of.get(reg)
-        if k is None:
-            continue
-        if isinstance(regs[k], int) and place(base, off) == regs[k]:
-            regs[k] = None                       # restored from its slot
-        elif regs[k] is None:
-            regs[k] = UNKNOWN                    # loaded from elsewhere while not saved
-    writes = op.writes
-    if op.copy is not None or op.flow is Flow.CALL or op.writes_all or any(isinstance(r, tuple) for r in regs):
-        writes = _parking(op, regs, slot_of)
-    for reg in writes:
-        k = slot_of.get(reg)
-        if k is not None and regs[k] is None:
-            regs[k] = UNKNOWN                    # changed while not saved: not the caller's any more
-    if op.writes_all:
-        regs = [UNKNOWN if r is None else r for r in regs]
+    _saves_and_restores(op, regs, place, slot_of)
     _follow_addresses(op, rel, sp, sp_reg)
     if op.sp is None:
         if op.sp_from_fp is not None and cfa_fp is not None:
@@ -231,6 +244,41 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
     elif op.sp and sp is not None:
         sp -= op.sp
     return State(sp, tuple(regs), tuple(sorted(rel.items())))
+
+
+def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]], slot_of: Dict[int, int]) -> None:
+    """What `op`'s stores, loads and other writes do to the registers' states."""
+    for reg, base, off in op.stores:
+        k = slot_of.get(reg)
+        if k is not None and (regs[k] is None or isinstance(regs[k], Restored)):
+            at = place(base, off)
+            regs[k] = UNKNOWN if at is None else at
+    for reg, base, off in op.loads:
+        k = slot_of.get(reg)
+        if k is None:
+            continue
+        where = regs[k]
+        if isinstance(where, Restored):
+            if place(base, off) != where.slot:
+                regs[k] = where.slot             # changed: its slot keeps the caller's value
+        elif isinstance(where, int) and place(base, off) == where:
+            regs[k] = Restored(where)            # restored from its slot, which still holds it
+        elif where is None:
+            regs[k] = UNKNOWN                    # loaded from elsewhere while not saved
+    writes = op.writes
+    if op.copy is not None or op.flow is Flow.CALL or op.writes_all or any(isinstance(r, tuple) for r in regs):
+        writes = _parking(op, regs, slot_of)
+    for reg in writes:
+        k = slot_of.get(reg)
+        if k is not None:
+            where = regs[k]
+            if where is None:
+                regs[k] = UNKNOWN                # changed while not saved: not the caller's any more
+            elif isinstance(where, Restored):
+                regs[k] = where.slot             # changed: its slot keeps the caller's value
+    if op.writes_all:
+        for k, where in enumerate(regs):
+            regs[k] = UNKNOWN if where is None else where.slot if isinstance(where, Restored) else where
 
 
 def _parking(op: Op, regs: list, slot_of: Dict[int, int]) -> Tuple[int, ...]:

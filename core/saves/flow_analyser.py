@@ -117,7 +117,7 @@ class FlowFunction:
             return [self.fde.start]
         out, prev = [], object()
         for addr, state in zip(self.starts, self.states):
-            key = None if state is None else state.regs
+            key = None if state is None else tuple(None if type(r) is flow.Restored else r for r in state.regs)
             if key != prev:
                 out.append(addr)
                 prev = key
@@ -137,7 +137,7 @@ class FlowFunction:
             return {r: bad for r in self.regs}
         out = {}
         for reg, where in zip(self.regs, state.regs):
-            if where is None:
+            if where is None or type(where) is flow.Restored:
                 out[reg] = UNCHANGED
             elif where == flow.UNKNOWN:
                 out[reg] = unknown("saved differently on different paths, or where this analysis cannot place it")

@@ -159,14 +159,14 @@ def _branch(b, addr, n):
     if n == 2 and first == 0x07:                                  # BCR M1,R2
         mask, reg = b[1] >> 4, b[1] & 0xF
         if mask == 0 or reg == 0:
-            return Op(addr, 2)                                    # a no-op (or a serialisation)
+            return Op(addr, 2, nop=mask == 0 and reg != 0)       # a no-op (nopr: padding), a serialisation
         if mask == 15:
             return Op(addr, 2, Flow.STOP, returns=True) if reg == 14 else Op(addr, 2, Flow.INDIRECT)
         return Op(addr, 2, Flow.NEXT, returns=True) if reg == 14 else Op(addr, 2, Flow.INDIRECT_OR_NEXT)
     if n == 4 and first == 0x47:                                  # BC M1,D2(X2,B2): to a computed address
         mask = b[1] >> 4
         if mask == 0:
-            return Op(addr, 4)
+            return Op(addr, 4, nop=True)                          # nop: padding
         return Op(addr, 4, Flow.INDIRECT if mask == 15 else Flow.INDIRECT_OR_NEXT)
     if n == 2 and first in (0x0D, 0x05) or n == 4 and first in (0x4D, 0x45):      # BASR, BALR, BAS, BAL
         return Op(addr, n, Flow.CALL)
@@ -183,15 +183,15 @@ def _branch(b, addr, n):
     return None
 
 
-def _exrl_of_storage_op(code, pos):
-    """Is the instruction at code[pos:] an EXRL whose target, in the same code, is a
-    storage-to-storage instruction (MVC, XC, CLC, ...: no register written, whatever length
-    EXRL puts in)?  Then it is an ordinary instruction for the analysis."""
+def _exrl_of_storage_op(code, pos) -> Optional[int]:
+    """The offset in code of the target of the instruction at code[pos:], if it is an EXRL whose
+    target, in the same code, is a storage-to-storage instruction (MVC, XC, CLC, ...: no register
+    written, whatever length EXRL puts in).  Then it is an ordinary instruction for the analysis."""
     b = code[pos:pos + 6]
     if len(b) < 6 or b[0] != 0xC6 or b[1] & 0xF:
-        return False
+        return None
     target = pos + 2 * _sext(int.from_bytes(b[2:6], "big"), 32)
-    return 0 <= target < len(code) and 0xD0 <= code[target] <= 0xDF
+    return target if 0 <= target < len(code) and 0xD0 <= code[target] <= 0xDF else None
 
 
 def _conditional(addr, n, mask, target):
@@ -286,8 +286,9 @@ def words(code: bytes, start: int, fpr_dwarf, read=None, kept=(), sp_at=None, el
         n = length(code[pos])
         if pos + n > len(code):
             return None
-        if _exrl_of_storage_op(code, pos):
-            ops.append(Op(start + pos, n))
+        executed = _exrl_of_storage_op(code, pos)
+        if executed is not None:
+            ops.append(Op(start + pos, n, executes=start + executed))
         else:
             ops.append(decode(code[pos:pos + n], start + pos, fpr_dwarf))
         pos += n
