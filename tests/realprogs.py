@@ -92,7 +92,7 @@ PROGRAMS = {
                       prepare="mkdir -p bld && cd bld && ../configure >/dev/null && make sqlite3.c shell.c >/dev/null",
                       smoke=((":memory:", "select 6*7;"), "42"),
                       deep=Workload((("deep.sql", "select " + _nested("x+(", "x", ")", 30) + " from (select 1 as x);\n"),),
-                                    (":memory:", ".read {dir}/deep.sql"), "sqlite3ExprCodeTarget", 45)),
+                                    ("-init", "{dir}/deep.sql", ":memory:"), "sqlite3ExprCodeTarget", 45)),
     # C++: a JSON library and its test runner: a recursive-descent parser (readValue, readArray,
     # readObject), exceptions, std::string, std::map and std::deque, inlined templates.  The deep
     # stop: the 51st readArray of 60 nested arrays.

@@ -83,12 +83,22 @@ def _gdb_quoted(arg: str) -> str:
     return '"%s"' % arg if " " in arg else arg
 
 
-# (s390x is graded by check --registers only: there GDB's DWARF unwinder restores v8-v15 from the
-# slots the CFI names for f8-f15 but leaves f8-f15 themselves as they were in the frame below, so
-# its f8-f15 in outer frames are no reference; the slot's value is the plugin's.)
+# (On s390x, GDB's DWARF unwinder restores v8-v15 from the slots the CFI names for f8-f15 but
+# leaves f8-f15 themselves as they were in the frame below, so its f8-f15 in outer frames are no
+# reference there: r6-r13, the PC and the CFA are held.  Seen at the Lua stop with GDB 18 and its
+# own CFI: in f_parser's frame `p/x $v8.v2_int64` = {0x1, ...} (the slot luaY_parser saved f8 in,
+# the plugin's f8) while `p/x $f8` = 0x2aa00058358, frame 0's, although f8 is v8's high half.)
+_GDB_NO_REFERENCE = {"sid-s390x": re.compile(r": f(?:8|9|1[0-5]) 0x[0-9a-f]+ with SFrame, 0x[0-9a-f]+ with the reference$",
+                                             re.M)}
+
+
 @pytest.mark.parametrize("gdb,tc,name", [("gdb13", "host", "lua"), ("gdb18", "sid", "lua"),
                                          ("multiarch", "sid-aarch64", "lua"), ("gdb18", "sid", "sqlite"),
-                                         ("gdb16", "trixie", "jsoncpp"), ("multiarch", "sid-aarch64", "jsoncpp")])
+                                         ("gdb16", "trixie", "jsoncpp"), ("multiarch", "sid-aarch64", "jsoncpp"),
+                                         ("multiarch", "sid-s390x", "lua"), ("multiarch", "sid-s390x", "jsoncpp"),
+                                         ("multiarch", "sid-s390x", "sqlite"), ("multiarch", "sid-aarch64", "sqlite"),
+                                         ("gdb13", "host", "sqlite"), ("gdb16", "trixie", "lua"),
+                                         ("gdb18", "sid", "jsoncpp")])
 def test_gdb_verify_at_a_deep_stop(roots, tmp_path, gdb, tc, name):
     """GDB with the plugin at a deep stop in a real program (RP.PROGRAMS' `deep` workload: Lua's
     parser, SQLite's code generator, jsoncpp's reader) and over the next 40 instructions
@@ -125,6 +135,8 @@ def test_gdb_verify_at_a_deep_stop(roots, tmp_path, gdb, tc, name):
     equal, missing, different = map(int, regs[0])
     print("%s %s %s: %d frames at %d stops, %d disagreements; callee-saved: %d equal, %d not recovered, "
           "%d different" % (gdb, tc, name, frames, stops, bad, equal, missing, different))
-    assert bad == 0 and different == 0, out[-4000:]
+    unreferenced = len(_GDB_NO_REFERENCE[tc].findall(out)) if tc in _GDB_NO_REFERENCE else 0
+    print("(%d of them in registers GDB gives no reference for)" % unreferenced)
+    assert bad == unreferenced and different == unreferenced, out[-4000:]
     assert stops == 41 and frames >= 41 * 30, (frames, stops)           # (the stack is deep at every stop)
     assert equal > 0

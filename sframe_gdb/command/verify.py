@@ -63,7 +63,9 @@ a frame unwound with SFrame the callee-saved registers (those DWARF knows: equal
 or different; a different value is a disagreement).  With -steps N, also step N instructions
 (stepi), checking at every stop.  -frames N limits the frames checked per stop (default 256).
 Frames SFrame covers that the unwinder declined (a stop reason, an unusable section, an internal
-error) cannot be checked: each is listed as "not checked" with the reason.  Prints each
+error) cannot be checked: each is listed as "not checked" with the reason.  The tail-call frames
+GDB makes from DWARF call-site information are left out of both walks (no unwind data, SFrame
+or CFI, can tell a tail call happened: the frames around them are compared).  Prints each
 disagreement and three summary lines:
   sframe verify: N frames checked at M stops, K disagreements
   sframe verify: callee-saved registers: E equal, U not recovered, D different
@@ -150,7 +152,8 @@ disagreement and three summary lines:
         frames = []
         f = gdb.newest_frame()
         while f is not None and len(frames) < max_frames:
-            frames.append(f)
+            if f.type() != gdb.TAILCALL_FRAME:
+                frames.append(f)
             try:
                 f = f.older()
             except gdb.error:
