@@ -895,6 +895,10 @@ S390_CASES = [
     ("cgije %r2,0,0x1008", "ec280004007c", dict(flow=Flow.BRANCH, target=0x1008)),
     ("nopr", "0700", dict()),
     ("lgr %r6,%r2", "b9040062", dict(writes=(6,))),
+    ("ltgr %r6,%r6", "b9020066", dict(writes=())),                 # to itself: the value stays
+    ("ltr %r7,%r7", "1277", dict(writes=())),
+    ("ltgr %r6,%r7", "b9020067", dict(writes=(6,))),
+    ("lr %r6,%r7", "1867", dict(writes=(6,))),
     ("mvi 0(%r1),97", "92611000", dict(writes=())),           # the 0x61 is an immediate, not %r6
     ("mvc 1(255,%r9),0(%r9)", "d2fe90019000", dict(writes=())),
     ("pfd 2,1024(%r9)", "e32094000036", dict(writes=())),

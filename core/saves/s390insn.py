@@ -95,6 +95,14 @@ def _names_no_register(b, n):
             or n == 6 and first == 0xE3 and b[5] == 0x36 or n == 6 and first == 0xC6 and b[1] & 0xF == 2)
 
 
+def _self_copy(b, n) -> bool:
+    """LR, LTR, LGR, LTGR of a register to itself (`ltgr %r6,%r6`: a test of the fifth argument,
+    which is callee-saved): the register keeps its value."""
+    if n == 2 and b[0] in (0x18, 0x12):
+        return b[1] >> 4 == b[1] & 0xF
+    return n == 4 and b[0] == 0xB9 and b[1] in (0x04, 0x02) and b[3] >> 4 == b[3] & 0xF
+
+
 def _writes(b, n, fpr_dwarf):
     """The registers (DWARF numbers) an instruction not modelled otherwise may write: its first
     operand (a general or a floating-point register by the opcode; both where not known), the
@@ -102,7 +110,7 @@ def _writes(b, n, fpr_dwarf):
     the string and crypto instructions that advance it."""
     first = b[0]
     if _reads_only(b, n) or _names_no_register(b, n) or n == 4 and first in (0x60, 0x70) \
-            or n == 6 and first == 0xED and b[5] in (0x66, 0x67):
+            or n == 6 and first == 0xED and b[5] in (0x66, 0x67) or _self_copy(b, n):
         return ()
     rre = n == 4 and first in (0xB2, 0xB3, 0xB9)
     r1 = b[3] >> 4 if rre else b[1] >> 4
