@@ -93,8 +93,20 @@ def _meet(a: State, b: State) -> State:
     if a == b:
         return a
     sp = a.sp if a.sp == b.sp else None
-    regs = tuple(x if x == y else _meet_reg(x, y) for x, y in zip(a.regs, b.regs))
+    regs = tuple(x if x == y else _meet_reg(x, y) for x, y in zip(_kept(a.regs, a.sp, False), _kept(b.regs, b.sp, False)))
     return State(sp, regs, tuple(sorted(set(a.rel) & set(b.rel))))
+
+
+def _kept(regs: Sequence[object], sp: Optional[int], unknown_sp: bool = True) -> Sequence[object]:
+    """`regs` with each Restored register whose slot is below SP (CFA - `sp`), where anything may
+    write it (a signal handler), taken as merely UNCHANGED; where SP is not known too, unless
+    `unknown_sp` is False (where the paths meet, or after a load of SP: SFrame gives SP at the
+    instruction, and the transfer through it checks again)."""
+    if not any(isinstance(r, Restored) for r in regs):
+        return regs
+    if sp is None:
+        return [None if isinstance(r, Restored) else r for r in regs] if unknown_sp else regs
+    return [None if isinstance(r, Restored) and r.slot < -sp else r for r in regs]
 
 
 def _meet_reg(x: object, y: object) -> object:
@@ -215,10 +227,7 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
         sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
     else:
         sp = cfa_sp if cfa_sp is not None else state.sp
-    regs = list(state.regs)
-    for k, where in enumerate(regs):
-        if isinstance(where, Restored) and (sp is None or where.slot < -sp):
-            regs[k] = None                       # its slot is below SP now: anything may write it
+    regs = list(_kept(state.regs, sp))
     rel = dict(state.rel)
 
     def place(base: int, off: Optional[int], below: bool = True) -> Optional[int]:
@@ -243,7 +252,7 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             sp = None
     elif op.sp and sp is not None:
         sp -= op.sp
-    return State(sp, tuple(regs), tuple(sorted(rel.items())))
+    return State(sp, tuple(_kept(regs, sp, unknown_sp=False)), tuple(sorted(rel.items())))
 
 
 def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]], slot_of: Dict[int, int]) -> None:
