@@ -7,7 +7,8 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
 
 - a register is UNCHANGED until a store saves it, then SAVED at the slot the store wrote
   (CFA-relative), until a load from that slot restores it: then it is both (`Restored`) while the
-  slot, at or above SP, is not written; an instruction that may write it
+  slot stays at or above SP and only loads and jumps run (a restored slot is free again: compiled
+  code may reuse it, and the decoders do not name every write); an instruction that may write it
   while it is UNCHANGED (a move, a load from elsewhere: code that keeps it in another register, or
   does not preserve it) makes it UNKNOWN;
 - SP relative to the CFA comes from SFrame where the CFA is SP-based, and is followed through
@@ -93,20 +94,39 @@ def _meet(a: State, b: State) -> State:
     if a == b:
         return a
     sp = a.sp if a.sp == b.sp else None
-    regs = tuple(x if x == y else _meet_reg(x, y) for x, y in zip(_kept(a.regs, a.sp, False), _kept(b.regs, b.sp, False)))
+    regs = tuple(x if x == y else _meet_reg(x, y) for x, y in zip(a.regs, b.regs))
     return State(sp, regs, tuple(sorted(set(a.rel) & set(b.rel))))
 
 
-def _kept(regs: Sequence[object], sp: Optional[int], unknown_sp: bool = True) -> Sequence[object]:
-    """`regs` with each Restored register whose slot is below SP (CFA - `sp`), where anything may
-    write it (a signal handler), taken as merely UNCHANGED; where SP is not known too, unless
-    `unknown_sp` is False (where the paths meet, or after a load of SP: SFrame gives SP at the
-    instruction, and the transfer through it checks again)."""
+def _kept(regs: Sequence[object], sp: Optional[int]) -> Sequence[object]:
+    """`regs` with each Restored register whose slot is below SP (CFA - `sp`; or SP not known),
+    where anything may write it (a signal handler), taken as merely UNCHANGED."""
     if not any(isinstance(r, Restored) for r in regs):
         return regs
-    if sp is None:
-        return [None if isinstance(r, Restored) else r for r in regs] if unknown_sp else regs
-    return [None if isinstance(r, Restored) and r.slot < -sp else r for r in regs]
+    return [None if isinstance(r, Restored) and (sp is None or r.slot < -sp) else r for r in regs]
+
+
+def _arriving(out: State, sp_there: Optional[int]) -> State:
+    """The state `out` as it reaches an instruction where SFrame says CFA - SP = `sp_there`:
+    its restored registers checked against the SP there (after an instruction that loads SP,
+    SFrame's SP at the next one is the one known)."""
+    if not any(isinstance(r, Restored) for r in out.regs):
+        return out
+    sp = sp_there if out.sp is None else out.sp if sp_there is None or sp_there == out.sp else None
+    return out._replace(regs=tuple(_kept(out.regs, sp)))
+
+
+# The flows of an instruction that writes no memory, unless it says so (`stores`, `clobbers`):
+# control transfers.  The decoders name the stores of registers and some other writes, not all
+# (a slot that holds a saved register is never written by compiled code; a restored one may be).
+_MEMORY_FREE_FLOWS = frozenset((Flow.BRANCH, Flow.JUMP, Flow.INDIRECT, Flow.INDIRECT_OR_NEXT, Flow.STOP))
+
+
+def _writes_no_memory(op: Op) -> bool:
+    """Does `op` certainly write no memory: a load (a restore's kind), a jump, padding?"""
+    if op.stores or op.clobbers or op.writes_all or op.gone:
+        return False
+    return bool(op.loads) or op.nop or op.flow in _MEMORY_FREE_FLOWS
 
 
 def _meet_reg(x: object, y: object) -> object:
@@ -172,7 +192,8 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                 if frozen[j]:
                     continue
                 old = states[j]
-                new = out if old is None else _meet(old, out)
+                arrived = _arriving(out, sps[j])
+                new = arrived if old is None else _meet(old, arrived)
                 if new != old:
                     states[j] = new
                     if j not in queued:
@@ -228,6 +249,8 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
     else:
         sp = cfa_sp if cfa_sp is not None else state.sp
     regs = list(_kept(state.regs, sp))
+    if not _writes_no_memory(op):        # it may write a restored register's slot, free again
+        regs = [None if isinstance(r, Restored) else r for r in regs]
     rel = dict(state.rel)
 
     def place(base: int, off: Optional[int], below: bool = True) -> Optional[int]:
@@ -252,7 +275,7 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
             sp = None
     elif op.sp and sp is not None:
         sp -= op.sp
-    return State(sp, tuple(_kept(regs, sp, unknown_sp=False)), tuple(sorted(rel.items())))
+    return State(sp, tuple(regs), tuple(sorted(rel.items())))
 
 
 def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]], slot_of: Dict[int, int]) -> None:
