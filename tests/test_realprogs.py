@@ -38,8 +38,8 @@ BASELINE = {
     ("sid-aarch64", "jsoncpp"): (413930, 270),   # 99.935 % proved (97.158 % before never-returning calls)
     ("sid-s390x", "lua"): (655125, 75),   # 99.989 % (99.889 % before a restore agreed with its slot; 98.088 %)
     ("sid-s390x", "zstd"): (2704800, 646),   # 99.976 % (99.911 %; 98.395 % before its tables' bound checks)
-    ("sid-s390x", "sqlite"): (3887205, 756),   # 99.981 % (99.973 % before ltgr %r6,%r6 kept r6; 99.695 %; 98.271 %)
-    ("sid-s390x", "jsoncpp"): (640530, 464),   # 99.928 % (99.709 % before EXRL's targets took a state; 99.597 %)
+    ("sid-s390x", "sqlite"): (3887205, 542),   # 99.986 % (99.981 % before a jump kept its SFrame rules; 98.271 %)
+    ("sid-s390x", "jsoncpp"): (640530, 9),   # 99.999 % (99.928 % before a jump kept its SFrame rules; 99.597 %)
 }
 
 
@@ -103,8 +103,8 @@ def test_gdb_verify_at_a_deep_stop(roots, tmp_path, gdb, tc, name):
     """GDB with the plugin at a deep stop in a real program (RP.PROGRAMS' `deep` workload: Lua's
     parser, SQLite's code generator, jsoncpp's reader) and over the next 40 instructions
     (natively, or under qemu-user): every frame SFrame unwinds equals GDB's DWARF unwind of it
-    (`sframe verify`), and every callee-saved register the plugin gives a caller equals DWARF's;
-    none different, ever."""
+    (`sframe verify`), every callee-saved register the plugin gives a caller equals DWARF's (none
+    different, ever), and it gives at least 99.9 % of those DWARF gives."""
     from test_gdb import PLUGIN, Qemu, run_gdb
     work = RP.PROGRAMS[name].deep
     exe = tmp_path / name
@@ -139,4 +139,4 @@ def test_gdb_verify_at_a_deep_stop(roots, tmp_path, gdb, tc, name):
     print("(%d of them in registers GDB gives no reference for)" % unreferenced)
     assert bad == unreferenced and different == unreferenced, out[-4000:]
     assert stops == 41 and frames >= 41 * 30, (frames, stops)           # (the stack is deep at every stop)
-    assert equal > 0
+    assert equal > 0 and missing <= (equal + missing) // 1000, (equal, missing)   # >= 99.9 % recovered

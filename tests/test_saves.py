@@ -1233,11 +1233,14 @@ def test_s390x_prologue_and_epilogue():
     assert at(4)[12] == in_f0 and unknown(at(0xa)[12]) and at(4)[6] == U
 
 
-def test_s390x_tail_call_through_a_register_after_the_epilogue():
-    """`lmg %r6,%r15,...; br %r1`: a tail call whose target is not known, so it is taken to land
-    anywhere with its CFA, after the prologue's stmg too.  The lmg loaded r6 from its slot, which
-    still holds it: the path agrees with the prologue's (saved at CFA - 112), and r6 stays proved;
-    a store after the restore (restored slots are free again) makes the restored ones unknown there."""
+def test_s390x_tail_calls_through_a_register():
+    """`br %r1` whose target is not known is taken to land anywhere with its SFrame rules (CFA,
+    RA, FP): a jump changes none, and the compiler's CFI they come from is the same on both sides
+    of any jump it makes.  After the epilogue (`lmg ...; br %r1`: RA back in %r14) or before the
+    saves (shrink-wrapped), that is the entry, not after the stmg (RA saved), so r6 stays proved
+    there.  Where the CFI lags (the RA said saved still at the br), the jump may land after the
+    stmg: the lmg loaded r6 from its slot, which still holds it, so the paths agree (saved at
+    CFA - 112); a store after the restore (a restored slot is free again) makes them disagree."""
     code = bytes.fromhex("eb6ff0300024"   # 0: stmg %r6,%r15,48(%r15)
                          "a7fbff60"       # 6: aghi %r15,-160
                          "b9040062"       # a: lgr %r6,%r2
@@ -1245,12 +1248,29 @@ def test_s390x_tail_call_through_a_register_after_the_epilogue():
                          "eb6ff0d00004"   # 14: lmg %r6,%r15,208(%r15)
                          "07f1")          # 1a: br %r1
     rows = [(0, (0,)), (6, (0, -48, -72)), (0xa, (20, -48, -72)), (0x1a, (0,))]
-    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, rows)
-    assert at(0)[6] == U and at(6)[6] == saved(-112) and at(0xa)[6] == saved(-112) and at(0x1a)[6] == U
-    assert at(6)[13] == saved(-56) and at(0xe)[7] == saved(-104)
+    lagging = rows[:3] + [(0x1a, (0, -48, -72))]
+    for r in (rows, lagging):
+        at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, code, r)
+        assert at(0)[6] == U and at(6)[6] == saved(-112) and at(0xa)[6] == saved(-112) and at(0x1a)[6] == U
+        assert at(6)[13] == saved(-56) and at(0xe)[7] == saved(-104)
     clobbered = code[:0x1a] + bytes.fromhex("e320f0300024" "07f1")   # 1a: stg %r2,48(%r15); 20: br %r1
     at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, clobbered, rows)
+    assert at(6)[6] == saved(-112) and at(6)[7] == saved(-104)
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, clobbered, lagging)
     assert unknown(at(6)[6]) and unknown(at(0xa)[6]) and unknown(at(6)[7])     # (any store: all)
+    early = bytes.fromhex("a774000d"       # 0: jne 0x1a
+                          "eb6ff0300024"   # 4: stmg %r6,%r15,48(%r15)
+                          "a7fbff60"       # a: aghi %r15,-160
+                          "b9040062"       # e: lgr %r6,%r2
+                          "eb6ff0d00004"   # 12: lmg %r6,%r15,208(%r15)
+                          "07fe"           # 18: br %r14
+                          "07f1")          # 1a: br %r1, nothing saved
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, early, [(0, (0,)), (0xa, (0, -48, -72)), (0xe, (20, -48, -72)),
+                                                      (0x18, (0,))])
+    assert at(0)[6] == U and at(0xa)[6] == saved(-112) and at(0xe)[6] == saved(-112) and at(0x12)[6] == saved(-112)
+    at = flow_analyse(F.ABI.S390X_ENDIAN_BIG, early, [(0, (0,)), (0xa, (0, -48, -72)), (0xe, (20, -48, -72)),
+                                                      (0x18, (0,)), (0x1a, (0, -48, -72))])    # lagging: no
+    assert unknown(at(0xa)[6]) and unknown(at(0xe)[6])
 
 
 def test_restored_register_whose_slot_is_below_sp():

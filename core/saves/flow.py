@@ -23,8 +23,10 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
   until a copy back restores it; anything else that writes the holder, and any call (which may
   change it), makes it UNKNOWN.
 
-An indirect jump (a jump table) may land anywhere in the function where SFrame's CFA allows it:
-its state flows into each such instruction.  A call an exception may leave through one of the
+An indirect jump whose table is not known may land anywhere in the function where SFrame's rules
+are those at the jump (a jump moves no register: the compiler's CFI, which SFrame's rules come from,
+is the same on both sides of any jump it makes; so a tail call after the epilogue lands at no
+instruction after the prologue's saves): its state flows into each such instruction.  A call an exception may leave through one of the
 function's landing pads (its exception table: core.saves.lsda) flows into that pad too, with the
 state it returns with: the unwinder restores the callee-saved registers as they were at the call.
 
@@ -146,18 +148,20 @@ RulesAt = Callable[[int], Tuple[Optional[int], Optional[int]]]
 
 
 def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, entry_sp: int,
-            rules_at: RulesAt, entry: int = 0, pads: Optional[Dict[int, int]] = None
-            ) -> Tuple[List[Optional[State]], Optional[str]]:
+            rules_at: RulesAt, entry: int = 0, pads: Optional[Dict[int, int]] = None,
+            frame_at: Optional[Callable[[int], object]] = None) -> Tuple[List[Optional[State]], Optional[str]]:
     """(the state before each op, None where no path reaches it; or an error text).  The ops
     are in address order and may come from several pieces of code (a function and its .cold
     part): control falls through only to the op right after; `entry`: the function's first op;
-    `pads`: op number of a call -> op number of the landing pad an exception leaves it for."""
+    `pads`: op number of a call -> op number of the landing pad an exception leaves it for;
+    `frame_at(addr)`: SFrame's rules there (CFA, RA, FP; compared whole), None where not known."""
     n = len(ops)
     where = {op.addr: k for k, op in enumerate(ops)}
     slot_of = {r: k for k, r in enumerate(regs)}
     states: List[Optional[State]] = [None] * n
     sframe = [rules_at(op.addr) for op in ops]
     sps = [cfa_sp for cfa_sp, _cfa_fp in sframe]
+    frames = [frame_at(op.addr) for op in ops] if frame_at is not None else None
     joined = [k + 1 < n and ops[k + 1].addr == op.addr + op.length for k, op in enumerate(ops)]
     pieces = [ops[0].addr] + [ops[k + 1].addr for k in range(n - 1) if not joined[k]]
     ends = [op.addr + op.length for k, op in enumerate(ops) if not joined[k]]
@@ -174,7 +178,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
             succ.extend(where[t] for t in op.targets if t in where)
         elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
-            succ.extend(anywhere(ops, sps, out.sp))
+            succ.extend(anywhere(ops, sps, out.sp, frames, None if frames is None else frames[k]))
         if pads and k in pads:
             succ.append(pads[k])
         return succ
@@ -220,12 +224,16 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     return states, None
 
 
-def anywhere(ops: Sequence[Op], sps: Sequence[Optional[int]], sp: Optional[int]) -> List[int]:
+def anywhere(ops: Sequence[Op], sps: Sequence[Optional[int]], sp: Optional[int],
+             frames: Optional[Sequence[object]] = None, frame: object = None) -> List[int]:
     """Where an indirect jump whose table is not known may go: anywhere SFrame does not rule out.
     Where the CFA is SP-based (`sps`: SFrame's CFA - SP at each op), only instructions with the
-    jump's SP `sp` (a jump table's targets; a tail call's SP matches none of the body); never
-    alignment padding, which only the code before it can fall into."""
-    return [j for j, op in enumerate(ops) if not op.nop and (sps[j] is None or sp is None or sps[j] == sp)]
+    jump's SP `sp` (a jump table's targets; a tail call's SP matches none of the body); where
+    SFrame's rules are known (`frames`; `frame`: the jump's), only instructions with the same (the
+    RA and FP saved or not as at the jump); never alignment padding, which only the code before
+    it can fall into."""
+    return [j for j, op in enumerate(ops) if not op.nop and (sps[j] is None or sp is None or sps[j] == sp)
+            and (frame is None or frames is None or frames[j] is None or frames[j] == frame)]
 
 
 def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]]) -> None:

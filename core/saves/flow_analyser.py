@@ -57,8 +57,11 @@ class FlowFunction:
         pads, self.failed = landing_pads(index, (fde,), ops)
         if self.failed:
             return
+        def frame_at(addr):
+            k = bisect.bisect_right(starts, addr) - 1
+            return rows[k][1] if k >= 0 else None
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at,
-                                                pads=pads)
+                                                pads=pads, frame_at=frame_at)
         self.starts = [op.addr for op in ops]
 
     @classmethod
@@ -94,8 +97,11 @@ class FlowFunction:
         pads, self.failed = landing_pads(index, (parent, fde), ops)
         if self.failed:
             return self
+        def frame_at(addr):
+            m = index.lookup(addr)
+            return m.rules if m is not None else None
         states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry,
-                                           pads)
+                                           pads, frame_at)
         mine = [(op.addr, state) for op, state in zip(ops, states) if fde.start <= op.addr < fde.start + fde.size]
         self.starts = [addr for addr, _state in mine]
         self.states = [state for _addr, state in mine]
