@@ -37,6 +37,7 @@ class Workload:
     args: tuple         # its arguments; "{dir}" is the directory of those files
     stop: str           # the function to break in ...
     ignore: int         # ... after letting this many hits pass
+    depth: int = 30     # frames at least on the stack there
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ def _nested(open_: str, inner: str, close: str, depth: int) -> str:
     return open_ * depth + inner + close * depth
 
 
+def _words(n: int) -> str:
+    """n words of a small vocabulary with numbers, the same every time: text that compresses."""
+    vocabulary = ("alpha", "beta", "gamma", "delta", "frame", "stack", "unwind", "sframe", "dwarf", "lua")
+    return " ".join("%s%d" % (vocabulary[k * 7 % 10], k * 7919 % 1000) for k in range(n)) + "\n"
+
+
 PROGRAMS = {
     # A register-based bytecode interpreter: a large switch-dispatched loop (luaV_execute), a
     # recursive-descent parser and code generator, recursion between C and Lua calls.  The deep
@@ -82,7 +89,11 @@ PROGRAMS = {
                     includes=("lib", "lib/common", "programs"),
                     defines=("-DZSTD_NOBENCH", "-DZSTD_NODICT", "-DZSTD_NOTRACE", "-DZSTD_DISABLE_ASM",
                              "-DZSTD_LEGACY_SUPPORT=0", "-DZSTD_MULTITHREAD=0", "-DBACKTRACE_ENABLE=0"),
-                    libs=(), smoke=(("-V",), "Zstandard")),
+                    libs=(), smoke=(("-V",), "Zstandard"),
+                    # The deep stop: not deep (zstd does not recurse), in the second block's
+                    # double-fast match finder, under the file-compression driver, 8 frames (14 with inlined ones).
+                    deep=Workload((("in.txt", _words(40000)),), ("-q", "-f", "-3", "{dir}/in.txt", "-o", "{dir}/out.zst"),
+                                  "ZSTD_compressBlock_doubleFast", 1, depth=8)),
     # SQL: the amalgamation and its shell (generated from the source tree by its own build, with
     # its bundled Jim Tcl), a VDBE bytecode engine switch-dispatched in one huge function, a code
     # generator that recurses through nested expressions.  The deep stop: in the code generator,

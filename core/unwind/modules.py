@@ -146,9 +146,19 @@ class ModuleSet:
         debugger command (GDB's `info symbol`) must not run: it may rebuild the frames being
         unwound."""
         found = self.find(addr)
-        if found is None:
-            return None
-        m = found[1]
+        if found is not None:
+            return self._symbol_in(found[1], addr)
+        # Code its SFrame does not cover (the PLT on AArch64 and s390x, where a call to exit@plt
+        # must be named to be known never to return): the files already read for their names.
+        for m in list(self._modules.values()):
+            if m.image is not None:
+                got = self._symbol_in(m, addr)
+                if got is not None:
+                    return got
+        return None
+
+    @staticmethod
+    def _symbol_in(m: Module, addr: int) -> Optional[Tuple[str, int]]:
         if m.extra.get("no_symbols") or m.section_addr is None:
             return None
         try:
