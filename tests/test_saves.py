@@ -1273,6 +1273,27 @@ def test_s390x_tail_calls_through_a_register():
     assert unknown(at(0xa)[6]) and unknown(at(0xe)[6])
 
 
+def test_frame_state_ignores_the_encoding():
+    """A jump joins instructions whose frames are the same (flow.anywhere): the same CFA, RA and FP
+    places, however the FREs encode them (a flex or a default FDE: a .cold part and its parent;
+    the header's fixed RA offset; s390x's padding word)."""
+    from sframekit.core.saves.flow_analyser import frame_state
+    from sframekit.core.sframe.rules import FrameRules, Rule, RuleKind as K
+    cfa = Rule(K.REGISTER, 160, reg=15)
+    same = FrameRules(cfa, Rule(K.UNCHANGED), Rule(K.UNCHANGED))
+    assert frame_state(same) == frame_state(FrameRules(cfa, Rule(K.UNCHANGED, padding=True), Rule(K.UNCHANGED),
+                                                       flex=True))
+    x86 = FrameRules(Rule(K.REGISTER, 16, reg=7), Rule(K.FIXED, -8), Rule(K.AT_CFA, -16))
+    assert frame_state(x86) == frame_state(FrameRules(Rule(K.REGISTER, 16, reg=7), Rule(K.AT_CFA, -8),
+                                                      Rule(K.AT_CFA, -16)))
+    assert frame_state(same) != frame_state(FrameRules(cfa, Rule(K.AT_CFA, -48), Rule(K.UNCHANGED)))  # RA saved
+    assert frame_state(same) != frame_state(FrameRules(Rule(K.REGISTER, 320, reg=15), Rule(K.UNCHANGED),
+                                                       Rule(K.UNCHANGED)))
+    assert frame_state(x86) != frame_state(FrameRules(Rule(K.REGISTER, 16, reg=7), Rule(K.AT_CFA, -8),
+                                                      Rule(K.AT_CFA, -16), ra_mangled=True))
+    assert frame_state(None) is None
+
+
 def test_restored_register_whose_slot_is_below_sp():
     """A register restored from its slot counts as saved there too only while the slot is at or
     above SP: below it, a signal handler may write it."""

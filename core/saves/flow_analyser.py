@@ -5,6 +5,7 @@ import bisect
 from typing import Dict, List, Optional
 
 from ..sframe import format as F
+from ..sframe.rules import RuleKind
 from . import a64insn, flow, noreturn, s390insn, x86flow
 from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, landing_pads, starts_as_function, unknown
 
@@ -59,7 +60,7 @@ class FlowFunction:
             return
         def frame_at(addr):
             k = bisect.bisect_right(starts, addr) - 1
-            return rows[k][1] if k >= 0 else None
+            return frame_state(rows[k][1] if k >= 0 else None)
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at,
                                                 pads=pads, frame_at=frame_at)
         self.starts = [op.addr for op in ops]
@@ -99,7 +100,7 @@ class FlowFunction:
             return self
         def frame_at(addr):
             m = index.lookup(addr)
-            return m.rules if m is not None else None
+            return frame_state(m.rules if m is not None else None)
         states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry,
                                            pads, frame_at)
         mine = [(op.addr, state) for op, state in zip(ops, states) if fde.start <= op.addr < fde.start + fde.size]
@@ -152,6 +153,21 @@ class FlowFunction:
             else:
                 out[reg] = Save(SaveKind.SAVED, where)  # type: ignore[arg-type]  # an int: CFA offset
         return out
+
+
+def frame_state(rules) -> Optional[tuple]:
+    """What SFrame's rules say of the frame, apart from how the FRE encodes it (a flex or a
+    default FDE, the header's fixed RA offset, s390x's padding word): where the CFA, the RA and
+    the FP are.  Two instructions a jump joins have the same (flow.anywhere); None: not known."""
+    if rules is None or rules.cfa is None:
+        return None
+
+    def where(rule):
+        kind = RuleKind.AT_CFA if rule.kind is RuleKind.FIXED else rule.kind
+        if kind in (RuleKind.UNCHANGED, RuleKind.UNDEFINED):
+            return (kind,)
+        return (kind, rule.offset, rule.reg, rule.deref)
+    return where(rules.cfa), where(rules.ra), where(rules.fp), rules.ra_mangled
 
 
 def _kept(abi) -> frozenset:
