@@ -1278,7 +1278,8 @@ def test_frame_state_ignores_the_encoding():
     places, however the FREs encode them (a flex or a default FDE: a .cold part and its parent;
     the header's fixed RA offset; s390x's padding word)."""
     from sframekit.core.saves.flow_analyser import frame_state
-    from sframekit.core.sframe.rules import FrameRules, Rule, RuleKind as K
+    from sframekit.core.sframe.rules import FrameRules, Rule
+    from sframekit.core.sframe.rules import RuleKind as K
     cfa = Rule(K.REGISTER, 160, reg=15)
     same = FrameRules(cfa, Rule(K.UNCHANGED), Rule(K.UNCHANGED))
     assert frame_state(same) == frame_state(FrameRules(cfa, Rule(K.UNCHANGED, padding=True), Rule(K.UNCHANGED),
