@@ -14,8 +14,8 @@ SP, and where control goes next.  `analyse` then follows every path from the fun
 - SP relative to the CFA comes from SFrame where the CFA is SP-based, and is followed through
   the instructions elsewhere; where both are known and differ (CFI written late), from neither;
 - where paths meet with different answers, the answer is UNKNOWN, except that a register restored
-  from its intact slot agrees with both (s390x's tail call through a register, `lmg ...; br %r1`,
-  may be taken to land after the prologue's `stmg`, which saved to that slot); a store that cannot be placed
+  from its intact slot agrees with both (a restore, then a jump to where another path has it saved
+  in that slot: AArch64's epilogue joined by a branch past it); a store that cannot be placed
   (SP not known, a register base) of a register still unchanged makes it UNKNOWN too;
 - a store over a slot that holds a saved register (any store, or memory an instruction may write
   otherwise: `clobbers`) makes that register UNKNOWN;
@@ -154,7 +154,8 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     are in address order and may come from several pieces of code (a function and its .cold
     part): control falls through only to the op right after; `entry`: the function's first op;
     `pads`: op number of a call -> op number of the landing pad an exception leaves it for;
-    `frame_at(addr)`: SFrame's rules there (CFA, RA, FP; compared whole), None where not known."""
+    `frame_at(addr)`: what SFrame says of the frame there (where the CFA, RA and FP are; compared
+    whole), None where not known."""
     n = len(ops)
     where = {op.addr: k for k, op in enumerate(ops)}
     slot_of = {r: k for k, r in enumerate(regs)}
@@ -244,9 +245,7 @@ def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]])
         at = place(base, off, False)
         if at is not None:
             for k, where in enumerate(regs):
-                if isinstance(where, Restored) and at < where.slot + 8 and where.slot < at + size:
-                    regs[k] = None               # the register still holds it
-                elif isinstance(where, int) and at < where + 8 and where < at + size:
+                if isinstance(where, int) and at < where + 8 and where < at + size:
                     regs[k] = UNKNOWN
 
 
@@ -287,10 +286,11 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
 
 
 def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]], slot_of: Dict[int, int]) -> None:
-    """What `op`'s stores, loads and other writes do to the registers' states."""
+    """What `op`'s stores, loads and other writes do to the registers' states.  (An op that may
+    write memory, as any that stores, reaches here with no register Restored: see _transfer.)"""
     for reg, base, off in op.stores:
         k = slot_of.get(reg)
-        if k is not None and (regs[k] is None or isinstance(regs[k], Restored)):
+        if k is not None and regs[k] is None:
             at = place(base, off)
             regs[k] = UNKNOWN if at is None else at
     for reg, base, off in op.loads:
@@ -318,7 +318,7 @@ def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]],
                 regs[k] = where.slot             # changed: its slot keeps the caller's value
     if op.writes_all:
         for k, where in enumerate(regs):
-            regs[k] = UNKNOWN if where is None else where.slot if isinstance(where, Restored) else where
+            regs[k] = UNKNOWN if where is None else where
 
 
 def _parking(op: Op, regs: list, slot_of: Dict[int, int]) -> Tuple[int, ...]:

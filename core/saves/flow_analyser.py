@@ -46,9 +46,12 @@ class FlowFunction:
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % abi.entry_cfa_offset
             return
 
-        def rules_at(addr):
+        def row_at(addr):
             k = bisect.bisect_right(starts, addr) - 1
-            return cfa_offsets(abi, rows[k][1] if k >= 0 else None)
+            return rows[k][1] if k >= 0 else None
+
+        def rules_at(addr):
+            return cfa_offsets(abi, row_at(addr))
         ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured,
                           case_elsewhere(abi, index))
         if not ops:
@@ -59,8 +62,7 @@ class FlowFunction:
         if self.failed:
             return
         def frame_at(addr):
-            k = bisect.bisect_right(starts, addr) - 1
-            return frame_state(rows[k][1] if k >= 0 else None)
+            return frame_state(row_at(addr))
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at,
                                                 pads=pads, frame_at=frame_at)
         self.starts = [op.addr for op in ops]
