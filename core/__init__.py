@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 # subpackage or a module; a module belongs to the longest entry that names it or a package above it.
 LAYERS = (
     "errors",           # the project's exceptions
+    "parallel",         # work shared among forked processes
     "sframe.format",    # the SFrame binary layout, names and numbers (the ABIs' identifiers among them)
     "arch",             # ABI descriptions and signal-frame layouts
     "sframe",           # the SFrame codec, rules and index

@@ -184,3 +184,21 @@ def test_empty_section_dumps_as_readelf_and_is_no_sframe(empty_sframe):
         img.require_sframe()
     code, out, err = sframe("lookup", path, "main")
     assert code != 0 and out == "" and err.count("\n") == 1 and "the .sframe section is empty (no SFrame data)" in err
+
+
+def test_cfi_writes_the_side_file(tmp_path, frames):
+    """`sframe cfi`: -o OUT or --build-id-dir DIR; -j N processes give the same file."""
+    b = frames["sid"]
+    code, out, err = sframe("cfi", b.noeh, "-o", tmp_path / "one.debug", "-j", "1")
+    assert code == 0 and not err and out.startswith("%s: " % (tmp_path / "one.debug")), (out, err)
+    assert " functions with SFrame written as " in out, out
+    code, out, err = sframe("cfi", b.noeh, "--build-id-dir", tmp_path / "dir", "-j", "3")
+    assert code == 0 and not err, err
+    written = list((tmp_path / "dir").rglob("*"))
+    files = [p for p in written if p.is_file()]
+    assert len(files) == 1 and files[0].parent.parent.name == ".build-id" and len(files[0].parent.name) == 2, written
+    assert files[0].read_bytes() == (tmp_path / "one.debug").read_bytes()
+    for args, msg in ((("-j", "0"), "argument -j/--jobs: '0' is not a whole number of at least 1"),
+                      (("-o", tmp_path / "x", "--build-id-dir", tmp_path), "give -o OUT or --build-id-dir DIR")):
+        code, out, err = sframe("cfi", b.noeh, *args)
+        assert code == 2 and out == "" and msg in err.strip().splitlines()[-1], (args, err)

@@ -17,6 +17,8 @@ import realprogs as RP
 import toolchains as T
 
 from sframekit.core.checks.registers import Verdict, check_registers, summary_lines
+from sframekit.core.dwarf import writer
+from sframekit.core.elf import sidefile
 
 # (toolchain, program) -> (places compared, unknown places)
 BASELINE = {
@@ -72,6 +74,20 @@ def test_registers_against_the_cfi(program):
         t[Verdict.UNKNOWN], unknown)
     assert t[Verdict.UNKNOWN] >= unknown - noise, "fewer unknown places than measured: %d, baseline %d: lower it" % (
         t[Verdict.UNKNOWN], unknown)
+
+
+@pytest.mark.parametrize("tc", T.TOOLCHAINS)
+def test_side_file_shared_among_processes(roots, tmp_path, monkeypatch, tc):
+    """The side file of a real program (jsoncpp, the C++ one: .cold parts, landing pads, jump
+    tables) is the same, byte for byte, whether its functions are analysed in one process or
+    shared among three (core.parallel): no answer depends on which functions a process analysed
+    before (the caches of callees that never return, of names)."""
+    exe = RP.build(tc, "jsoncpp")
+    one = sidefile.write(str(exe), str(tmp_path / "one.debug"), workers=1, all_functions=True)
+    monkeypatch.setattr(writer.parallel, "workers", lambda units, per_worker, limit=None: 3)
+    three = sidefile.write(str(exe), str(tmp_path / "three.debug"), all_functions=True)
+    assert (tmp_path / "one.debug").read_bytes() == (tmp_path / "three.debug").read_bytes()
+    assert (one.functions, one.fdes) == (three.functions, three.fdes) and one.functions > 300
 
 
 _VERIFY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)

@@ -22,6 +22,7 @@ import toolchains as T
 from test_gdb import STOPS, Out, Qemu, run_gdb
 
 from sframekit.core.arch import abi as abimod
+from sframekit.core.dwarf import writer
 from sframekit.core.elf import sidefile
 from sframekit.core.elf.image import ElfImage
 from sframekit.core.saves import analysis as saves
@@ -90,7 +91,7 @@ def _expected(abi, rules, where, names):
 
 
 @pytest.mark.parametrize("toolchain", TOOLCHAINS)
-def test_cfi_says_what_sframe_says(corpus, tmp_path, toolchain):
+def test_cfi_says_what_sframe_says(corpus, tmp_path, monkeypatch, toolchain):
     import objdump_moves as OM
     paths = set()
     for b in corpus.select(toolchain=toolchain):
@@ -100,8 +101,14 @@ def test_cfi_says_what_sframe_says(corpus, tmp_path, toolchain):
     checked = fdes = 0
     for k, path in enumerate(sorted(paths)):
         out = tmp_path / ("%d.debug" % k)
-        made = sidefile.write(str(path), str(out))
+        made = sidefile.write(str(path), str(out), workers=1)
         assert made.build_id is not None and made.functions > 0 and made.skipped == 0, made
+        # The same file where the functions are shared among three processes (core.parallel).
+        with monkeypatch.context() as m:
+            m.setattr(writer.parallel, "workers", lambda units, per_worker, limit=None: 3)
+            shared = sidefile.write(str(path), str(tmp_path / "shared.debug"))
+        assert (tmp_path / "shared.debug").read_bytes() == out.read_bytes(), path
+        assert (shared.functions, shared.fdes) == (made.functions, made.fdes)
         # Two readers that share nothing with us, or with each other.
         r = subprocess.run(["readelf", "--debug-dump=frames-interp", str(out)], capture_output=True, text=True)
         assert r.returncode == 0 and not r.stderr and "Warning" not in r.stdout, (path, r.stderr)
@@ -380,6 +387,58 @@ def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
     assert re.search(r"frames: not attached: its own DWARF CFI covers every function its SFrame does", info), info
     written = len(list((tmp_path / "cfi").rglob("*.debug")))
     assert written >= len(fixtures), written
+
+
+def _many_functions_c(leaves):
+    """C source: a chain of 30 calls down to stop_here, and `leaves` functions besides (the bulk
+    of a program's code, as in a real one: what the side file's writer shares among processes)."""
+    out = ["volatile int sink;\n__attribute__((noinline)) void stop_here(int x) { sink = x; }\n",
+           "__attribute__((noinline)) int c0(int x) { stop_here(x); return x + sink; }\n"]
+    out += ["__attribute__((noinline)) int c%d(int x) { return c%d(x + 1) * 3 + sink; }\n" % (i, i - 1)
+            for i in range(1, 30)]
+    out += ["int g%d(int x) { return (x * %d + (x >> 3)) ^ %d; }\n" % (i, i, i * 7) for i in range(leaves)]
+    out.append("int main(int argc, char **argv) { return c29(argc) & 1; }\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("lldb", [16, 23])
+def test_lldb_side_file_written_by_several_processes(tmp_path, monkeypatch, lldb):
+    """A program large enough that the plugin, inside LLDB, shares its side file's analysis
+    among forked processes (core.parallel): LLDB's own bt through it equals its bt of the
+    unstripped program, nothing is printed but LLDB's own, and the file is the one a single
+    process writes, byte for byte."""
+    from test_lldb import run_lldb
+
+    from sframekit.core import parallel
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
+    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
+    (tmp_path / "many.c").write_text(_many_functions_c(12000))
+    tc = "host" if lldb == 16 else "sid"
+    orig, strp = tmp_path / "orig" / "many", tmp_path / "strp" / "many"
+    orig.parent.mkdir()
+    strp.parent.mkdir()
+    T.run_in(tc, ["gcc", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), str(tmp_path / "many.c")],
+             binds=[tmp_path], check=True)
+    T.run_in(tc, ["objcopy", "-R", ".eh_frame", "-R", ".eh_frame_hdr", str(orig), str(strp)], binds=[tmp_path],
+             check=True)
+    image = ElfImage(str(strp))
+    lo, hi = SFrameIndex(image.sframe.data, image.sframe.address).text_range()
+    assert parallel.workers(hi - lo, writer.CODE_PER_WORKER) >= 2, "one process only: %d bytes of code, %d cores" % (
+        hi - lo, len(__import__("os").sched_getaffinity(0)))
+    lines = []
+    for tag, exe in (("orig", orig), ("strp", strp)):
+        lines += ["target create %s" % exe, "breakpoint set -n stop_here", "process launch",
+                  "script print('@@ %s')" % tag, "bt", "script print('@@ end-%s')" % tag, "process kill"]
+    s = run_lldb(lldb, lines, tmp_path, "many%d" % lldb)
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out and "Warning" not in out and "fork" not in out, out[-4000:]
+    blocks = _blocks(s.stdout)
+    want, got = _lldb_frames(blocks["orig"]), _lldb_frames(blocks["strp"])
+    assert len(want) >= 32 and [(pc, fn) for pc, _m, fn in got] == [(pc, fn) for pc, _m, fn in want], blocks["strp"]
+    cached = list((tmp_path / "cfi").rglob("*.debug"))
+    assert len(cached) == 1, cached
+    sidefile.write(str(strp), str(tmp_path / "one.debug"), workers=1)
+    assert cached[0].read_bytes() == (tmp_path / "one.debug").read_bytes()
 
 
 def test_lldb23_frame_variable_and_finish_with_debug_information(corpus, tmp_path, monkeypatch):

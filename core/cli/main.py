@@ -108,7 +108,7 @@ def cmd_cfi(args: argparse.Namespace) -> int:
     out = args.output or sidefile.build_id_path(args.build_id_dir, args.file)
     if args.build_id_dir:
         os.makedirs(os.path.dirname(out), exist_ok=True)
-    made = sidefile.write(args.file, out, callee_saved=args.registers, all_functions=args.all)
+    made = sidefile.write(args.file, out, callee_saved=args.registers, all_functions=args.all, workers=args.jobs)
     print("%s: %d function%s with SFrame written as %d DWARF FDE%s%s%s" % (
         out, made.functions, "" if made.functions == 1 else "s", made.fdes, "" if made.fdes == 1 else "s",
         "; %d left to the program's own CFI" % made.skipped if made.skipped else "",
@@ -133,6 +133,17 @@ def cmd_gdbinit(args: argparse.Namespace) -> int:
 def cmd_lldbinit(args: argparse.Namespace) -> int:
     print("command script import %s" % os.path.join(package_dir(), "lldb_plugin"))
     return 0
+
+
+def _positive(text: str) -> int:
+    """An argument that must be a whole number of at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError("%r is not a whole number of at least 1" % text)
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--all", action="store_true", help="also the functions the program's own CFI covers")
     cf.add_argument("--registers", action=argparse.BooleanOptionalAction, default=True,
                     help="the callee-saved registers the function's code proves (default: on; off: all undefined)")
+    cf.add_argument("-j", "--jobs", type=_positive, metavar="N",
+                    help="analyse the functions in at most N processes (default: one per core this process may use)")
     cf.set_defaults(func=cmd_cfi)
     gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
     gi.set_defaults(func=cmd_gdbinit)

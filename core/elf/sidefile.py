@@ -146,9 +146,11 @@ def _entry(image: ElfImage, index: SFrameIndex, keep) -> Tuple[Tuple[int, int], 
     return ((func[0], func[1]),)
 
 
-def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False) -> SideFile:
+def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False,
+          workers: Optional[int] = None) -> SideFile:
     """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
-    covers are left out (a debugger takes the program's CFI there) unless `all_functions`."""
+    covers are left out (a debugger takes the program's CFI there) unless `all_functions`.
+    `workers`: analyse in at most this many processes (None: one per core; core.parallel)."""
     image = ElfImage(program)
     sf = image.require_sframe()
     prog = _read_program(program)
@@ -162,7 +164,7 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     total = len(index)
     written = debug_frame(index, image.code_reader() if callee_saved else None, symbolize=image.symbolize,
                           address_size=8 if prog.elfclass == 64 else 4, keep=keep, base=len(prog.frame),
-                          outermost=_entry(image, index, keep))
+                          outermost=_entry(image, index, keep), workers=workers)
     data = _assemble(prog, prog.frame + written.data)
     tmp = "%s.tmp%d" % (out_path, os.getpid())
     with open(tmp, "wb") as fh:

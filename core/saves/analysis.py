@@ -111,6 +111,8 @@ def _named(index, symbolize: Optional[Symbolize], name: str) -> list:
 class _Refused:
     """A function the analysis does not take: every register UNKNOWN, for one reason."""
 
+    unreadable = False
+
     def __init__(self, regs, why):
         self.plans: Dict[int, Plan] = {}
         self._answer = {r: unknown(why) for r in regs}
@@ -139,7 +141,7 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
             func = analyser(abi, index, fde, read_code, symbolize=symbolize)
         else:
             func = _cold_part(abi, index, fde, read_code, symbolize, sym) or _Refused(regs, why)
-        if not getattr(func, "unreadable", False):
+        if not func.unreadable:
             cache[fde.start] = func     # (code this reader could not read may be readable by another)
     return func
 
@@ -260,12 +262,11 @@ class X86Analysis:
     def __init__(self, abi, index, fde, read_code, symbolize=None):
         first = self.first = X86Function(abi, index, fde, read_code)
         self.plans: Dict[int, Plan] = {}
-        self.unreadable = getattr(first, "unreadable", False)
-        self.starts = getattr(first, "starts", None)
+        self.unreadable = first.unreadable
+        self.starts = first.starts
         self.second = None
-        if not self.unreadable and not first.plt0 and (first.failed or getattr(first, "poisoned", None)
-                                                       or getattr(first, "unexplained", None)):
-            self.second = X86FlowFunction(abi, index, fde, read_code, getattr(first, "insns", None), symbolize)
+        if not self.unreadable and not first.plt0 and (first.failed or first.poisoned or first.unexplained):
+            self.second = X86FlowFunction(abi, index, fde, read_code, first.insns, symbolize)
             if self.second.failed:
                 self.second = None
 

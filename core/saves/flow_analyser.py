@@ -13,6 +13,8 @@ from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, l
 class FlowFunction:
     """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
 
+    unreadable = False     # (set where the function's code cannot be read)
+
     @staticmethod
     def decode(abi, code: bytes, start: int, read=None, sp_at=None, measured=None, elsewhere=None
                ) -> Optional[List[flow.Op]]:

@@ -17,6 +17,7 @@
 """
 
 import bisect
+import functools
 from typing import Dict, List, Optional, Tuple
 
 from ..sframe import format as F
@@ -25,12 +26,25 @@ from . import x86insn as X
 from .save import UNCHANGED, Plan, Save, SaveKind, function_code, sp_offset, starts_as_function, unknown
 
 
+@functools.lru_cache(maxsize=None)
+def _hardware(regs: Tuple[int, ...]) -> frozenset:
+    """The hardware numbers of DWARF registers `regs`."""
+    return frozenset(X.DWARF_OF_HW.index(r) for r in regs)
+
+
+@functools.lru_cache(maxsize=None)
+def _all_unchanged(regs: Tuple[int, ...]) -> Dict[int, Save]:
+    """Every register of `regs` UNCHANGED (one answer, shared: answers are never modified)."""
+    return {r: UNCHANGED for r in regs}
+
+
 class X86Function:
     """The save facts of one x86-64 function, found once; `at(match)` answers per PC."""
 
     def __init__(self, abi, index, fde, read_code):
         self.abi = abi
         self.regs = [r for r in abi.callee_saved if r != abi.fp]
+        self._wanted_hw = _hardware(tuple(self.regs))
         self.index = index
         self.fde = fde
         self.failed: Optional[str] = None
@@ -38,7 +52,11 @@ class X86Function:
         self.plans: Dict[int, Plan] = {}
         self.runs: List[Tuple[int, int, Optional[int], Dict[int, Tuple[int, int]]]] = []
         self.rows: list = []
-        self.plt0 = False
+        self.plt0 = self.unreadable = False
+        self.starts: Optional[List[int]] = None
+        self.insns: Optional[List[X.Insn]] = None
+        self.unexplained: Dict[int, str] = {}    # reg -> why it cannot be UNCHANGED (where not saved)
+        self.poisoned: Dict[int, str] = {}       # reg -> why nothing about it is proved
         code = function_code(fde, read_code)
         if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
@@ -61,14 +79,36 @@ class X86Function:
         insns = self._measure(code)
         if insns is None:
             return
-        targets = [i.target for i in insns if i.kind is X.Kind.BRANCH and i.target is not None]
         fde = self.fde
+        lo, hi = fde.start, fde.end
+        branch, push, mov_fp_sp, store = X.Kind.BRANCH, X.Kind.PUSH, X.Kind.MOV_FP_SP, X.Kind.STORE
+        wanted = self._wanted_hw
+        targets = []
         # Up to here the only way from the entry is straight down: no jump lands in between, none leaves.
-        self.straight_until = min([t for t in targets if fde.start < t < fde.end]
-                                  + [i.addr + i.length for i in insns if i.transfer or i.kind is X.Kind.BRANCH]
-                                  + [fde.end])
-        self.unexplained: Dict[int, str] = {}    # reg -> why it cannot be UNCHANGED (where not saved)
-        self.poisoned: Dict[int, str] = {}       # reg -> why nothing about it is proved
+        straight = hi
+        # Does the function push, store or write no callee-saved register and set up no frame
+        # pointer?  (Most do: then the passes below would find nothing.)
+        quiet = True
+        for i in insns:
+            kind = i.kind
+            if kind is branch:
+                t = i.target
+                if t is not None:
+                    targets.append(t)
+                    if lo < t < straight:
+                        straight = t
+            if (i.transfer or kind is branch) and i.addr + i.length < straight:
+                straight = i.addr + i.length
+            if quiet and (kind is push or kind is mov_fp_sp or kind is store and i.reg in wanted
+                          or i.writes and not wanted.isdisjoint(i.writes)):
+                quiet = False
+        self.straight_until = straight
+        if quiet:
+            self.k0 = None
+            self.run_saves: Dict[int, Tuple[int, int]] = {}
+            self.run_conflict: set = set()
+            self._sp_growth(insns, set())
+            return
         in_run = self._fp_prologues(insns, targets)
         if not self._sp_growth(insns, in_run):
             return
@@ -79,32 +119,24 @@ class X86Function:
     def instruction_starts(abi, code: bytes, start: int) -> Optional[List[int]]:
         """The addresses of the instructions of `code` (at `start`), or None where one cannot be
         decoded or the last runs past the end."""
-        out, pos = [], 0
-        while pos < len(code):
-            ins = X.decode(code, pos, start + pos)
-            if ins is None:
-                return None
-            out.append(ins.addr)
-            pos += ins.length
+        insns, pos = X.decode_all(code, start, len(code))
+        out = [i.addr for i in insns]
         return out if pos == len(code) else None
 
     def _measure(self, code) -> Optional[List[X.Insn]]:
         """The function's instructions, each FRE starting at one; None (and `failed`) otherwise."""
         fde = self.fde
-        insns: List[X.Insn] = []
-        pos = 0
-        while pos < fde.size:
-            ins = X.decode(code, pos, fde.start + pos)
-            if ins is None:
-                self.failed = "cannot decode the instruction at %#x" % (fde.start + pos)
-                return None
-            insns.append(ins)
-            pos += ins.length
+        insns, pos = X.decode_all(code, fde.start, fde.size)
+        if pos < fde.size:
+            self.failed = "cannot decode the instruction at %#x" % (fde.start + pos)
+            return None
         if pos != fde.size:
             self.failed = "the last instruction runs past the function's end"
             return None
-        self.ends = {i.addr + i.length: k for k, i in enumerate(insns)}
-        self.starts = [i.addr for i in insns]
+        self.starts = starts = [i.addr for i in insns]
+        self.ends = dict(zip(starts[1:], range(len(starts) - 1)))    # the end of each instruction -> its number
+        if insns:
+            self.ends[fde.start + pos] = len(insns) - 1
         self.insns = insns        # (the data flow takes them too, where it runs: X86FlowFunction)
         self.rows = self.index.rows(fde)
         if self.rows and self._lazy_plt0(insns):
@@ -159,7 +191,7 @@ class X86Function:
         # The SP offset at the frame-pointer switch, if there is one (and one only).
         k0s = {r[2] for r in self.runs}
         self.k0 = k0s.pop() if len(k0s) == 1 else None
-        self.run_saves: Dict[int, Tuple[int, int]] = {}
+        self.run_saves = {}
         self.run_conflict = set()
         for _after, _end, _k0, saves in self.runs:
             for reg, val in saves.items():
@@ -259,13 +291,13 @@ class X86Function:
         writes no callee-saved register, each of whose FREs has an SP- or FP-based CFA (every
         register UNCHANGED throughout; a lazy PLT0 too).  None otherwise (ask `at`)."""
         if self.plt0:
-            return {r: UNCHANGED for r in self.regs}
+            return _all_unchanged(tuple(self.regs))
         if self.failed or self.sp_pushes or self.run_saves or self.poisoned or self.unexplained \
                 or not self.rows or self.rows[0][0] != self.fde.start:
             return None
         if any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in self.rows):
             return None
-        return {r: UNCHANGED for r in self.regs}
+        return _all_unchanged(tuple(self.regs))
 
     def at(self, match) -> Dict[int, Save]:
         got = self._per_pc.get(match.pc)

@@ -14,7 +14,7 @@ is not known to leave an operand alone, that operand counts as written).
 """
 
 import enum
-from typing import NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 
 class Kind(enum.Enum):
@@ -132,6 +132,24 @@ def decode(code: bytes, pos: int, addr: int) -> Optional[Insn]:
         return None
 
 
+def decode_all(code: bytes, start: int, size: int) -> Tuple[List[Insn], int]:
+    """The instructions of code[:size] (loaded at `start`), one after another, and where the
+    decoding stopped: `size`, or past it (the last runs over), or less (one cannot be measured)."""
+    out: List[Insn] = []
+    append, one = out.append, _decode
+    pos = 0
+    try:
+        while pos < size:
+            ins = one(code, pos, start + pos)
+            if ins is None:
+                break
+            append(ins)
+            pos += ins.length
+    except IndexError:        # runs off the end of the bytes given
+        pass
+    return out, pos
+
+
 def _prefixes(code, pos):
     """(position of the opcode, operand size 16?, address size 32?, REX byte or 0, F2/F3 seen)."""
     start = pos
@@ -170,7 +188,15 @@ def _imm_size(imm, op, modrm, opsize16, rex_w, addr32):
 
 def _decode(code, pos, addr):
     start = pos
-    pos, opsize16, addr32, rex, rep = _prefixes(code, pos)
+    first = code[pos]
+    if first in _PREFIXES:
+        pos, opsize16, addr32, rex, rep = _prefixes(code, pos)
+    else:                         # (most instructions: no legacy prefix, at most a REX)
+        opsize16 = addr32 = False
+        rex = rep = 0
+        if 0x40 <= first <= 0x4F:
+            rex = first
+            pos += 1
     op = code[pos]
     pos += 1
     if op == 0x0F:
@@ -187,7 +213,7 @@ def _decode(code, pos, addr):
     if has_modrm:
         n, modrm = _modrm_len(code, pos, addr32)
         pos += n
-    end = pos + _imm_size(imm, op, modrm, opsize16, rex & 8, addr32)
+    end = pos + (_imm_size(imm, op, modrm, opsize16, rex & 8, addr32) if imm else 0)
     code[end - 1]                 # the whole instruction must be present
     if op in _RELATIVE:
         return _classify(code, addr, end - start, op, modrm, rex, opsize16, pos, end)

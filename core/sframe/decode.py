@@ -246,10 +246,11 @@ class Section:
         unpack = self._words[info] = fmt.unpack_from
         return unpack
 
-    def fdes(self) -> Iterator[FDE]:
-        """Every FDE, in stored order (checked as `fde` checks them)."""
+    def fdes(self, begin: int = 0, stop: Optional[int] = None) -> Iterator[FDE]:
+        """Every FDE (or those numbered begin..stop-1), in stored order (checked as `fde` checks them)."""
         n, make = self.header.num_fdes, FDE._make
-        for first in range(0, n, _RUN):
+        n = n if stop is None else max(0, min(stop, n))
+        for first in range(max(0, begin), n, _RUN):
             for fields in self._records.fdes(first, min(first + _RUN, n)):
                 yield make(fields)
 

@@ -1,0 +1,141 @@
+"""Work shared among forked processes: a whole-program job (the side file's analysis of every
+function) runs on every core the process may use, on Linux in the debuggers' own Python as in
+the `sframe` command.
+
+The job is cut into more parts than processes.  Children forked from this process see its state
+as it is (an index, a file's code read once), so nothing of the input is pickled.  Every process,
+this one included, takes the next part number from a shared pipe (a one-byte read is atomic)
+until none is left, so a process that drew slow parts simply takes fewer.  Each child sends back
+its results, pickled, and leaves with `os._exit` (no atexit handler of the debugger runs in it).
+A part no child gave back (an exception, a signal, no fork) is run here afterwards, in order: the
+result is the serial one, exceptions included (the first part in order that raises), only sooner.
+"""
+
+import os
+import pickle
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+MAX_PARTS = 255        # part numbers travel as single bytes
+
+
+def workers(units: int, per_worker: int, limit: Optional[int] = None) -> int:
+    """How many processes a job of `units` units of work should run in: the cores this process
+    may run on, at most `limit`, and at least `per_worker` units to each (below that, a fork
+    costs more than it saves)."""
+    if not hasattr(os, "fork"):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    if limit is not None:
+        cores = min(cores, limit)
+    return max(1, min(cores, units // max(per_worker, 1)))
+
+
+def run(fn: Callable[[P], R], parts: Sequence[P], processes: int) -> List[R]:
+    """[fn(part) for part in parts], shared among `processes` processes (this one and forked
+    children; at most MAX_PARTS parts)."""
+    if processes <= 1 or len(parts) <= 1 or len(parts) > MAX_PARTS or not hasattr(os, "fork"):
+        return [fn(p) for p in parts]
+    try:
+        queue, fill = os.pipe()
+    except OSError:
+        return [fn(p) for p in parts]
+    try:
+        os.write(fill, bytes(range(len(parts))))     # (fits a pipe's buffer: no reader needed yet)
+    finally:
+        os.close(fill)        # (before any fork: the queue's end is its end of file)
+    children = []
+    try:
+        for _ in range(min(processes, len(parts)) - 1):
+            child = _start(fn, parts, queue)
+            if child is not None:
+                children.append(child)
+        done = _take(fn, parts, queue)
+        while children:
+            done.update(_finish(children.pop(0)))
+    finally:
+        os.close(queue)
+        for child in children:        # this process was interrupted: the others are not wanted
+            _finish(child, kill=True)
+    return [done[k] if k in done else fn(part) for k, part in enumerate(parts)]
+
+
+def _take(fn: Callable[[P], R], parts: Sequence[P], queue: int) -> Dict[int, R]:
+    """{part number: result} of the parts this process takes from the queue until it is empty or
+    a part raises: that part is left out (it is run again at the end, where its error is raised)."""
+    done: Dict[int, R] = {}
+    while True:
+        got = os.read(queue, 1)
+        if not got:
+            return done
+        try:
+            done[got[0]] = fn(parts[got[0]])
+        except Exception:
+            return done
+
+
+def _start(fn, parts, queue: int):
+    """(pid, read end of its pipe) of a child taking parts from the queue, or None where no child
+    could be forked."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that a fork of a process with threads (the debugger's) may
+            # deadlock in the child: the child here only computes and writes to its pipe.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:                      # the child: never returns into the caller's frames
+        code = 1
+        try:
+            os.close(r)
+            data = pickle.dumps(_take(fn, parts, queue), protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(w, "wb") as fh:
+                fh.write(data)
+            code = 0
+        except BaseException:         # (the parent runs its parts again)
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _finish(child, kill: bool = False) -> Dict[int, Any]:
+    """The results the child gave back ({} where it gave none)."""
+    pid, r = child
+    data = b""
+    try:
+        if kill:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        else:
+            with os.fdopen(r, "rb", closefd=False) as fh:
+                data = fh.read()
+    finally:
+        os.close(r)
+        try:
+            _pid, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = -1
+    if kill or status != 0 or not data:
+        return {}
+    try:
+        got = pickle.loads(data)
+    except Exception:
+        return {}
+    return got if isinstance(got, dict) else {}
