@@ -13,8 +13,9 @@ result is the serial one, exceptions included (the first part in order that rais
 
 import os
 import pickle
+import signal
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -50,10 +51,10 @@ def run(fn: Callable[[P], R], parts: Sequence[P], processes: int) -> List[R]:
         os.write(fill, bytes(range(len(parts))))     # (fits a pipe's buffer: no reader needed yet)
     finally:
         os.close(fill)        # (before any fork: the queue's end is its end of file)
-    children = []
+    children: List[Tuple[int, int]] = []
     try:
         for _ in range(min(processes, len(parts)) - 1):
-            child = _start(fn, parts, queue)
+            child = _start(fn, parts, queue, [r for _pid, r in children])
             if child is not None:
                 children.append(child)
         done = _take(fn, parts, queue)
@@ -80,9 +81,10 @@ def _take(fn: Callable[[P], R], parts: Sequence[P], queue: int) -> Dict[int, R]:
             return done
 
 
-def _start(fn, parts, queue: int):
+def _start(fn, parts, queue: int, others: List[int]):
     """(pid, read end of its pipe) of a child taking parts from the queue, or None where no child
-    could be forked."""
+    could be forked.  `others`: the read ends of the children before it (the child closes its
+    copies, so that a child whose results are not read gets EPIPE instead of waiting)."""
     try:
         r, w = os.pipe()
     except OSError:
@@ -93,24 +95,35 @@ def _start(fn, parts, queue: int):
             # deadlock in the child: the child here only computes and writes to its pipe.
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
+            if pid == 0:
+                _child(fn, parts, queue, r, w, others)     # (never returns)
     except OSError:
         os.close(r)
         os.close(w)
         return None
-    if pid == 0:                      # the child: never returns into the caller's frames
-        code = 1
-        try:
-            os.close(r)
-            data = pickle.dumps(_take(fn, parts, queue), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(w, "wb") as fh:
-                fh.write(data)
-            code = 0
-        except BaseException:         # (the parent runs its parts again)
-            pass
-        finally:
-            os._exit(code)
     os.close(w)
     return pid, r
+
+
+def _child(fn, parts, queue: int, r: int, w: int, others: List[int]) -> None:
+    """A forked child's whole life: its parts' results into its pipe, then `os._exit`, whatever
+    happens (it never returns into the caller's frames, the debugger's among them)."""
+    code = 1
+    try:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)     # Ctrl-C ends it (not the debugger's handler)
+        except (ValueError, OSError):
+            pass                                              # (not the main thread: left as it is)
+        for fd in [r] + others:
+            os.close(fd)
+        data = pickle.dumps(_take(fn, parts, queue), protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(w, "wb") as fh:
+            fh.write(data)
+        code = 0
+    except BaseException:         # (the parent runs its parts again)
+        pass
+    finally:
+        os._exit(code)
 
 
 def _finish(child, kill: bool = False) -> Dict[int, Any]:
@@ -118,15 +131,18 @@ def _finish(child, kill: bool = False) -> Dict[int, Any]:
     pid, r = child
     data = b""
     try:
-        if kill:
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-        else:
+        if not kill:
             with os.fdopen(r, "rb", closefd=False) as fh:
                 data = fh.read()
+    except BaseException:
+        kill = True               # (interrupted: the child is not waited for)
+        raise
     finally:
+        if kill:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         os.close(r)
         try:
             _pid, status = os.waitpid(pid, 0)

@@ -90,3 +90,50 @@ def test_workers():
     assert parallel.workers(10, 100) == 1                         # too little work to fork for
     assert parallel.workers(6400, 100) == min(cores, 64)
     assert parallel.workers(6400, 100, limit=1) == 1
+
+
+def test_side_file_entries_the_same_however_the_functions_are_cut(monkeypatch):
+    """The writer's parts (core.dwarf.writer) put together give the serial section, byte for
+    byte, for every cut of a section of odd functions: of size 0, a PLT FDE (one entry a block)
+    and one of size 0 (no entry, its CIE all the same), signal FDEs between default ones (a CIE
+    of their own, first met inside a part or at its end)."""
+    from sframekit.core.arch import abi as abimod
+    from sframekit.core.dwarf import writer
+    from sframekit.core.sframe import format as F
+    from sframekit.core.sframe.encode import Func, Row, build
+    from sframekit.core.sframe.index import SFrameIndex
+
+    leaf = [Row(0, (8,))]
+    funcs = [Func(0x1000, 0x10, leaf), Func(0x1010, 0, leaf), Func(0x1020, 0x10, leaf, signal=True),
+             Func(0x1030, 0x40, [Row(0, (16,)), Row(6, (24,))], pc_type=F.PCType.MASK, rep_size=0x10),
+             Func(0x1070, 0x10, leaf), Func(0x1080, 0, leaf, pc_type=F.PCType.MASK, rep_size=0x10, signal=True),
+             Func(0x1080, 0x10, leaf, signal=True), Func(0x1090, 0x20, leaf),
+             Func(0x10B0, 0, leaf, pc_type=F.PCType.MASK, rep_size=0x10, signal=True)]
+    index = SFrameIndex(build(3, abimod.AMD64.sframe_abi, funcs))
+    serial = writer.debug_frame(index, None, workers=1)
+    assert serial.fdes == 1 + 1 + 1 + 4 + 1 + 1 + 1 and serial.functions == len(funcs)
+    n = len(funcs)
+    for cuts in ([[k] for k in range(n)], [[0, 1, 2], [3, 4, 5, 6], [7, 8]], [[0, 1, 2, 3, 4, 5], [6, 7, 8]]):
+        spans = [(c[0], c[-1] + 1) for c in cuts]
+        monkeypatch.setattr(writer, "_spans", lambda index, count, spans=spans: spans)
+        monkeypatch.setattr(writer.parallel, "workers", lambda units, per_worker, limit=None: 3)
+        got = writer.debug_frame(SFrameIndex(index.section.data), None)
+        assert (got.data, got.fdes, got.functions) == (serial.data, serial.fdes, serial.functions), spans
+
+
+def test_interrupted_here_the_children_are_ended():
+    """Ctrl-C in this process while children hold large results nobody will read: it is raised
+    at once, and no child is left waiting on its pipe."""
+    parent = os.getpid()
+
+    def fn(part):
+        if os.getpid() == parent:
+            time.sleep(0.2)           # (the children take parts meanwhile)
+            raise KeyboardInterrupt
+        time.sleep(0.05)              # (so that this process gets a part too)
+        return bytes(1 << 20)         # more than a pipe holds
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        parallel.run(fn, list(range(12)), 3)
+    assert time.monotonic() - t < 10
+    assert _no_children_left()

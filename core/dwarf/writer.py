@@ -463,7 +463,7 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
             if not runs or runs[-1][1] != aug:
                 runs.append((len(offsets), aug))
             block = fde.block_size if fde.pc_type is F.PCType.MASK and fde.block_size else fde.size
-            for first in range(fde.start, end, block):
+            for first in range(fde.start, end, block) if block > 0 and block != fde.size else (fde.start,):
                 offsets.append(len(blob))
                 blob += entry(first, min(block, end - first), program)
             got.functions += 1
@@ -475,6 +475,8 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         bounds = [k for k, _aug in got.runs[1:]] + [len(offsets)]
         for (k, aug), stop in zip(got.runs, bounds):
             where = cie(aug)
+            if k == stop:
+                continue          # (a PLT FDE of size 0: no entry, its CIE all the same, as before)
             lo = offsets[k]
             hi = offsets[stop] if stop < len(offsets) else len(blob)
             shift = len(out) - lo + 4

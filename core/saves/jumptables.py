@@ -5,7 +5,7 @@ before the saves and after the restores, and leaves the registers UNKNOWN there)
 The ISA decoders (core.saves.x86flow, core.saves.a64jumps) recognise the instructions that load a
 table entry and jump, and say so as a `Table`: which instruction reads the entry, which register
 holds the table's address, and which instructions put an address there.  What that register
-holds on every path comes from a small data flow of that one register (`_bases_before`); the
+holds on every path comes from a small data flow of that one register (`_base_states`); the
 paths depend on the tables' targets, so the tables are found again until they no longer change
 (first with the jumps not yet resolved going nowhere, then anywhere SFrame allows), and the
 answer is one the whole function agrees with.  A path that comes in between the entry's load and
@@ -26,6 +26,7 @@ from .flow import Flow, Op, anywhere
 
 MAX_TABLE = 4096
 MAX_BASES = 4          # tables one register may hold at a jump (GCC's cross-jumped switches)
+TOP = frozenset([-1])  # a register's state where it may hold anything (no table's address: none is -1)
 _ROUNDS = 6
 
 
@@ -79,18 +80,30 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
         return k >= 0 and addr < out[k].addr + out[k].length
     sps = [sp_at(op.addr) for op in out]
     branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
+    where = {op.addr: i for i, op in enumerate(out)}
+    anywhere_at: Dict[Optional[int], List[int]] = {}
+    # A register's states depend on its defs and on the jumps' targets, not on the jump asked
+    # about: tables sharing them, and the round that checks the targets found, ask once.
+    flows: Dict[tuple, List[Optional[frozenset]]] = {}
 
     def one_round(found: Dict[int, Tuple[int, ...]], optimistic: bool) -> Dict[int, Tuple[int, ...]]:
         new = {}
         landing = branched_to.union(*found.values())
+        found_key = (tuple(sorted(found.items())), optimistic)
         for k, t in tables.items():
             first = t.load if t.since is None else min(t.since, t.load)
             if any(out[i].addr in landing for i in range(first + 1, k + 1)):
                 continue          # a path comes in after the table's entry is loaded
-            bases = _bases_before(out, t.load, t.base, t.defs, kept, sps, found, optimistic)
+            key = (t.base, tuple(sorted(t.defs.items())), found_key)
+            states = flows.get(key)
+            if states is None:
+                states = flows[key] = _base_states(out, t.base, t.defs, kept, sps, found, optimistic, where,
+                                                   anywhere_at)
+            bases = _bases_at(states, t.load)
             if bases is None and spills is not None:
                 for base in (t.base,) if t.other_base is None else (t.base, t.other_base):
-                    bases = _bases_spilled(out, t.load, base, spills[2], kept, sps, found, optimistic, spills[:2])
+                    bases = _bases_spilled(out, t.load, base, spills[2], kept, sps, found, optimistic, spills[:2],
+                                           where, anywhere_at)
                     if bases is not None:
                         break
             targets = _read(t, bases, read, starts, big_endian, inside, elsewhere) if bases else None
@@ -150,9 +163,11 @@ def _read(t: Table, bases, read, starts, big_endian, inside=lambda addr: False, 
     return tuple(sorted(set(targets))) if targets else None
 
 
-def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, optimistic: bool) -> List[int]:
+def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, optimistic: bool,
+                anywhere_at: Dict[Optional[int], List[int]]) -> List[int]:
     """Where control goes after out[i]: an indirect jump to its targets in `found`, else nowhere
-    (`optimistic`) or anywhere SFrame's CFA allows."""
+    (`optimistic`) or anywhere SFrame's CFA allows (`anywhere_at`: those places by CFA - SP, as
+    they are found)."""
     op = out[i]
     succ: List[int] = []
     if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and i + 1 < len(out):
@@ -163,12 +178,16 @@ def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, 
         if i in found:
             succ.extend(where[t] for t in found[i])
         elif not optimistic:
-            succ.extend(anywhere(out, sps, sps[i]))
+            places = anywhere_at.get(sps[i])
+            if places is None:
+                places = anywhere_at[sps[i]] = anywhere(out, sps, sps[i])
+            succ.extend(places)
     return succ
 
 
 def _bases_spilled(out: List[Op], k: int, reg: int, defs: Dict[int, Tuple[int, int]], kept, sps, found: dict,
-                   optimistic: bool, frame_regs: Tuple[int, int]) -> Optional[frozenset]:
+                   optimistic: bool, frame_regs: Tuple[int, int], where: Dict[int, int],
+                   anywhere_at: Dict[Optional[int], List[int]]) -> Optional[frozenset]:
     """The table addresses `reg` holds before out[k] on every path, where the address comes
     through other registers and the stack (AArch64's zstd: `str x0, [sp, #192]` ... `ldr x1,
     [sp, #192]`): the state is every register and SP-based slot (CFA-relative, by SFrame's
@@ -180,7 +199,6 @@ def _bases_spilled(out: List[Op], k: int, reg: int, defs: Dict[int, Tuple[int, i
     path brings anything else."""
     sp_reg = frame_regs[0]
     n = len(out)
-    where = {op.addr: i for i, op in enumerate(out)}
     states: List[Optional[Dict[object, frozenset]]] = [None] * n
     states[0] = {}
     work = [0]
@@ -223,7 +241,7 @@ def _bases_spilled(out: List[Op], k: int, reg: int, defs: Dict[int, Tuple[int, i
                 state[r] = frozenset([addr])
             if op.flow is Flow.CALL:
                 state = {r: v for r, v in state.items() if isinstance(r, tuple) or r in kept}
-        for j in _successors(out, i, where, sps, found, optimistic):
+        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at):
             old = states[j]
             if old is None:
                 new = state
@@ -243,35 +261,38 @@ def _drop_slots(state: Dict[object, frozenset], lo: int, hi: int) -> None:
         del state[key]
 
 
-def _bases_before(out: List[Op], k: int, reg: int, defs: Dict[int, int], kept, sps, found: dict,
-                  optimistic: bool) -> Optional[frozenset]:
-    """The table addresses `reg` holds before out[k] on every path from the function's entry: an
-    instruction of `defs` sets it; any other write, a call that does not keep it, or the entry
-    leave it unknown.  None where some path brings anything else.  An indirect jump goes to its
-    targets in `found`, else nowhere (`optimistic`) or anywhere SFrame's CFA allows (`sps`: its
-    CFA - SP at each op)."""
+def _base_states(out: List[Op], reg: int, defs: Dict[int, int], kept, sps, found: dict, optimistic: bool,
+                 where: Dict[int, int], anywhere_at: Dict[Optional[int], List[int]]) -> List[Optional[frozenset]]:
+    """The table addresses `reg` holds before each op on every path from the function's entry
+    (`_bases_at` reads them): an instruction of `defs` sets it; any other write, a call that does
+    not keep it, or the entry leave it unknown (TOP).  An indirect jump goes to its targets in
+    `found`, else nowhere (`optimistic`) or anywhere SFrame's CFA allows (`sps`: its CFA - SP at
+    each op)."""
     n = len(out)
-    where = {op.addr: i for i, op in enumerate(out)}
-    top = frozenset([-1])
     states: List[Optional[frozenset]] = [None] * n
-    states[0] = top
+    states[0] = TOP
     work = [0]
     while work:
         i = work.pop()
-        state, op = states[i] or top, out[i]
+        state, op = states[i] or TOP, out[i]
         if i in defs:
             state = frozenset([defs[i]])
         elif reg in op.writes or op.writes_all or any(load[0] == reg for load in op.loads):
-            state = top
+            state = TOP
         if op.flow is Flow.CALL and reg not in kept:
-            state = top
-        for j in _successors(out, i, where, sps, found, optimistic):
+            state = TOP
+        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at):
             old = states[j]
             new = state if old is None else old | state
-            if top & new or len(new) > MAX_BASES:
-                new = top
+            if TOP & new or len(new) > MAX_BASES:
+                new = TOP
             if new != old:
                 states[j] = new
                 work.append(j)
+    return states
+
+
+def _bases_at(states: List[Optional[frozenset]], k: int) -> Optional[frozenset]:
+    """The table addresses the register holds before out[k]; None where some path brings anything else."""
     got = states[k]
-    return None if got is None or got & top else got
+    return None if got is None or got & TOP else got
