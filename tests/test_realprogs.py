@@ -19,6 +19,7 @@ import toolchains as T
 from sframekit.core.checks.registers import Verdict, check_registers, summary_lines
 from sframekit.core.dwarf import writer
 from sframekit.core.elf import sidefile
+from sframekit.core.saves import flow_analyser as FA
 
 # (toolchain, program) -> (places compared, unknown places)
 BASELINE = {
@@ -88,6 +89,14 @@ def test_side_file_shared_among_processes(roots, tmp_path, monkeypatch, tc):
     three = sidefile.write(str(exe), str(tmp_path / "three.debug"), all_functions=True)
     assert (tmp_path / "one.debug").read_bytes() == (tmp_path / "three.debug").read_bytes()
     assert (one.functions, one.fdes) == (three.functions, three.fdes) and one.functions > 300
+    # And the same again where every function is decoded anew each time it is asked of (as
+    # itself, as the parent of its .cold part, as a callee that may never return): the decoded
+    # instructions remembered on the index are the ones a new decoding gives.
+    monkeypatch.setattr(FA.FlowFunction, "_decoded", classmethod(
+        lambda cls, abi, index, code, start, read_code, sp_at=None, measured=None:
+        cls.decode(abi, code, start, read_code, sp_at, measured, FA.case_elsewhere(abi, index))))
+    sidefile.write(str(exe), str(tmp_path / "anew.debug"), workers=1, all_functions=True)
+    assert (tmp_path / "one.debug").read_bytes() == (tmp_path / "anew.debug").read_bytes()
 
 
 _VERIFY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)

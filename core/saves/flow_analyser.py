@@ -9,6 +9,8 @@ from ..sframe.rules import RuleKind
 from . import a64insn, flow, noreturn, s390insn, x86flow
 from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, landing_pads, starts_as_function, unknown
 
+DECODED_LIMIT = 256     # functions' decoded instructions remembered per index
+
 
 class FlowFunction:
     """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
@@ -54,8 +56,7 @@ class FlowFunction:
 
         def rules_at(addr):
             return cfa_offsets(abi, row_at(addr))
-        ops = self.decode(abi, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured,
-                          case_elsewhere(abi, index))
+        ops = self._decoded(abi, index, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured)
         if not ops:
             self.failed = "the function's size is not whole instructions"
             return
@@ -89,8 +90,8 @@ class FlowFunction:
         ops: List[flow.Op] = []
         for piece in (parent, fde):
             code = function_code(piece, read_code)
-            got = self.decode(abi, code, piece.start, read_code, lambda addr: rules_at(addr)[0],
-                              elsewhere=case_elsewhere(abi, index)) if code else None
+            got = self._decoded(abi, index, code, piece.start, read_code, lambda addr: rules_at(addr)[0]) \
+                if code else None
             if not got:
                 self.failed = "the code of %#x cannot be read or measured" % piece.start
                 self.unreadable = code is None
@@ -115,11 +116,30 @@ class FlowFunction:
     def _noreturn_calls(self, abi, index, ops, read_code, symbolize):
         """The ops, a call to a function that never returns made a stop."""
         def decode(code, start):
-            return self.decode(abi, code, start, read_code, elsewhere=case_elsewhere(abi, index))
+            return self._decoded(abi, index, code, start, read_code)
         search = noreturn.Search(abi, index, read_code, symbolize, decode)
         return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
                 and search.never_returns(op.target) else op
                 for op in ops]
+
+    @classmethod
+    def _decoded(cls, abi, index, code: bytes, start: int, read_code, sp_at=None, measured=None
+                 ) -> Optional[List[flow.Op]]:
+        """`decode` of a function's code, its jump tables followed (with SFrame's CFA - SP
+        `sp_at`, or without), remembered on the index: a function is decoded as itself, as the
+        parent of its .cold part, and as a callee each search for calls that never return asks
+        of (core.saves.noreturn), the same each time.  (A function's CFA - SP is SFrame's rules
+        for its own code, whoever asks: every `sp_at` passed gives the same.)"""
+        cache = getattr(index, "decoded", None)
+        key = (cls, start, len(code), sp_at is not None, id(read_code))
+        if cache is not None and key in cache:
+            return cache[key]
+        got = cls.decode(abi, code, start, read_code, sp_at, measured, case_elsewhere(abi, index))
+        if cache is not None:
+            if len(cache) >= DECODED_LIMIT:
+                cache.clear()
+            cache[key] = got
+        return got
 
     def change_points(self) -> List[int]:
         """The instructions whose state differs from the one before (and the entry): between two
