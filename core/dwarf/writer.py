@@ -374,18 +374,10 @@ def _spans(index: SFrameIndex, count: int) -> List[Tuple[int, int]]:
         cuts = [n * k // count for k in range(count + 1)]
     else:
         lo, hi = index.text_range()
-        start = index.section.start_of
         cuts = [0]
         for k in range(1, count):
-            at = lo + (hi - lo) * k // count
-            a, b = cuts[-1], n          # the first FDE starting at or after `at`
-            while a < b:
-                mid = (a + b) // 2
-                if start(mid) < at:
-                    a = mid + 1
-                else:
-                    b = mid
-            cuts.append(a)
+            at = lo + (hi - lo) * k // count       # the first FDE starting at or after it
+            cuts.append(max(cuts[-1], index.section.start_search(at - 1, n)))
         cuts.append(n)
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
 

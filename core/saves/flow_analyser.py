@@ -130,16 +130,13 @@ class FlowFunction:
         parent of its .cold part, and as a callee each search for calls that never return asks
         of (core.saves.noreturn), the same each time.  (A function's CFA - SP is SFrame's rules
         for its own code, whoever asks: every `sp_at` passed gives the same.)"""
-        cache = getattr(index, "decoded", None)
+        cache = index.decoded
         key = (cls, start, len(code), sp_at is not None, id(read_code))
-        if cache is not None and key in cache:
-            return cache[key]
-        got = cls.decode(abi, code, start, read_code, sp_at, measured, case_elsewhere(abi, index))
-        if cache is not None:
+        if key not in cache:
             if len(cache) >= DECODED_LIMIT:
                 cache.clear()
-            cache[key] = got
-        return got
+            cache[key] = cls.decode(abi, code, start, read_code, sp_at, measured, case_elsewhere(abi, index))
+        return cache[key]
 
     def change_points(self) -> List[int]:
         """The instructions whose state differs from the one before (and the entry): between two

@@ -57,6 +57,9 @@ class X86Function:
         self.insns: Optional[List[X.Insn]] = None
         self.unexplained: Dict[int, str] = {}    # reg -> why it cannot be UNCHANGED (where not saved)
         self.poisoned: Dict[int, str] = {}       # reg -> why nothing about it is proved
+        self.k0: Optional[int] = None            # the SP offset at the frame-pointer prologues (_fp_prologues)
+        self.run_saves: Dict[int, Tuple[int, int]] = {}
+        self.run_conflict: set = set()
         code = function_code(fde, read_code)
         if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
@@ -104,9 +107,6 @@ class X86Function:
                 quiet = False
         self.straight_until = straight
         if quiet:
-            self.k0 = None
-            self.run_saves: Dict[int, Tuple[int, int]] = {}
-            self.run_conflict: set = set()
             self._sp_growth(insns, set())
             return
         in_run = self._fp_prologues(insns, targets)
@@ -191,8 +191,6 @@ class X86Function:
         # The SP offset at the frame-pointer switch, if there is one (and one only).
         k0s = {r[2] for r in self.runs}
         self.k0 = k0s.pop() if len(k0s) == 1 else None
-        self.run_saves = {}
-        self.run_conflict = set()
         for _after, _end, _k0, saves in self.runs:
             for reg, val in saves.items():
                 old = self.run_saves.setdefault(reg, val)

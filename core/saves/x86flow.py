@@ -150,15 +150,10 @@ def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None, 
     if measured is not None:
         out = [_op(code, ins.addr - start, ins) for ins in measured]
     else:
-        pos = 0
-        while pos < len(code):
-            ins = X.decode(code, pos, start + pos)
-            if ins is None:
-                return None
-            out.append(_op(code, pos, ins))
-            pos += ins.length
+        insns, pos = X.decode_all(code, start, len(code))
         if pos != len(code):
             return None
+        out = [_op(code, ins.addr - start, ins) for ins in insns]
     if read is not None:
         for k, targets in _jump_tables(code, start, out, read, kept, sp_at or (lambda addr: None), elsewhere).items():
             out[k] = out[k]._replace(targets=targets)
