@@ -22,6 +22,15 @@ with everything else equal.
 
 GDB 13 is the host's, GDB 16 the trixie root's, GDB 18 the sid root's; each runs the program built
 by its own toolchain.
+
+    /usr/bin/python3 bench/bench_zerocost.py --count [--gdb ...] [--threads 8]
+
+counts instead of timing: each GDB runs under callgrind, and the instructions it executes in one
+`thread apply all bt` and one frame walk (after one of each to warm up; a client request zeroes
+callgrind's counters before and dumps them after) are compared, GDB without the plugin against GDB
+with it.  An instruction count does not move with the machine's load: the same GDB and stop give
+the same count to a few parts in 100,000, so one run of each is the figure.  It is not the time
+(the plugin's Python runs at fewer instructions per cycle than GDB's C), so both are reported.
 """
 
 import argparse
@@ -175,6 +184,40 @@ class Pair(gdb.Command):
 Pair()
 '''
 
+COUNTER = r"""
+#include <valgrind/callgrind.h>
+/* Client requests for callgrind, from GDB's Python (ctypes): no-ops outside valgrind. */
+void bench_zero(void) { CALLGRIND_ZERO_STATS; }
+void bench_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
+"""
+
+COUNT = r'''
+
+class Count(gdb.Command):
+    """bench-count LABEL COUNTER: under callgrind, GDB's instructions in one `thread apply all bt`
+    and in one frame walk, each dumped as LABEL-bt and LABEL-walk (COUNTER: the library that makes
+    callgrind's client requests)."""
+
+    def __init__(self):
+        super().__init__("bench-count", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        import ctypes
+        label, counter = arg.split()
+        cg = ctypes.CDLL(counter)
+        for fn in (_bt, _walk):                 # warm: imports, symbols, caches made on first use
+            _flush()
+            fn()
+        for what, fn in (("bt", _bt), ("walk", _walk)):
+            _flush()
+            cg.bench_zero()
+            fn()
+            cg.bench_dump(("%s-%s" % (label, what)).encode())
+        gdb.write("FRAMES %s %d\n" % (label, _walk()))
+
+Count()
+'''
+
 PAIRS = 9      # pairs per GDB run of the paired measurement
 
 GDBS = {"gdb13": None, "gdb16": "trixie", "gdb18": "sid"}
@@ -187,25 +230,32 @@ def _run(root, argv, cwd):
     return subprocess.run([str(INROOT), root] + argv, cwd=cwd, capture_output=True, text=True, check=True, env=env)
 
 
-def build(root, work):
+def build(root, work, count=False):
     (work / "prog.c").write_text(PROGRAM)
     (work / "lib.c").write_text(LIBRARY)
     flags = "-O2 -fomit-frame-pointer -Wa,--gsframe"
     _run(root, ["sh", "-c", "gcc %s -pthread -o prog prog.c -ldl && gcc %s -shared -fPIC -o libcfi.so lib.c && "
                 "objcopy -R .eh_frame -R .eh_frame_hdr libcfi.so libsf.so" % (flags, flags)], work)
+    if count:
+        (work / "counter.c").write_text(COUNTER)
+        _run(root, ["gcc", "-O2", "-shared", "-fPIC", "-o", "counter.so", "counter.c"], work)
 
 
-def measure(root, work, plugin, threads, depth, lib):
+def _commands(work, plugin, threads, depth, lib, last):
     lines = ["set pagination off", "set confirm off", "set print thread-events off", "set startup-with-shell off",
              "source %s" % (work / "timer.py")]
     if plugin:
         lines.append("source %s" % (REPO / "sframe_gdb.py"))
     args = "%d %d%s" % (threads, depth, " %s" % (work / lib) if lib else "")
-    lines += ["file %s" % (work / "prog"), "break ready", "run %s" % args,
-              "bench-time %s 7" % ("plugin" if plugin else "none")] + \
-        (["bench-pair %d" % PAIRS, "info sframe"] if plugin else []) + ["kill"]
+    lines += ["file %s" % (work / "prog"), "break ready", "run %s" % args] + last + ["kill"]
     (work / "cmds").write_text("\n".join(lines) + "\n")
-    out = _run(root, ["gdb", "-nx", "-batch", "-x", str(work / "cmds")], work).stdout
+    return ["gdb", "-nx", "-batch", "-x", str(work / "cmds")]
+
+
+def measure(root, work, plugin, threads, depth, lib):
+    last = ["bench-time %s 7" % ("plugin" if plugin else "none")] + \
+        (["bench-pair %d" % PAIRS, "info sframe"] if plugin else [])
+    out = _run(root, _commands(work, plugin, threads, depth, lib, last), work).stdout
     times = {m.group(1).split("-", 1)[1]: float(m.group(2)) for m in re.finditer(r"^TIME (\S+) (\S+)$", out, re.M)}
     frames = re.search(r"^FRAMES \S+ (\d+)$", out, re.M)
     if len(times) != 2 or frames is None:
@@ -218,13 +268,64 @@ def measure(root, work, plugin, threads, depth, lib):
     return times, int(frames.group(1)), state.group(1) if state else "-", pairs, calls and int(calls.group(1))
 
 
+def count(root, work, plugin, threads, depth, lib):
+    """{"bt": instructions, "walk": instructions}, frames: what GDB executes, under callgrind."""
+    label = "plugin" if plugin else "none"
+    out_file = work / ("callgrind.%s" % label)
+    for old in work.glob(out_file.name + "*"):
+        old.unlink()
+    gdb_argv = _commands(work, plugin, threads, depth, lib,
+                         ["bench-count %s %s" % (label, work / "counter.so")] + (["info sframe"] if plugin else []))
+    out = _run(root, ["valgrind", "--tool=callgrind", "--trace-children=no", "--callgrind-out-file=%s" % out_file]
+               + gdb_argv, work).stdout
+    counts = {}
+    for dump in work.glob(out_file.name + ".*"):
+        text = dump.read_text(errors="replace")
+        trigger = re.search(r"^desc: Trigger: Client Request: %s-(\w+)$" % label, text, re.M)
+        total = re.search(r"^totals: (\d+)", text, re.M)
+        if trigger and total:
+            counts[trigger.group(1)] = int(total.group(1))
+    frames = re.search(r"^FRAMES \S+ (\d+)$", out, re.M)
+    if set(counts) != {"bt", "walk"} or frames is None:
+        raise SystemExit("the count did not run:\n" + out[-3000:])
+    state = re.search(r"^SFrame unwinder: (\w+)", out, re.M)
+    return counts, int(frames.group(1)), state.group(1) if state else "-"
+
+
+def main_count(args):
+    for which in args.gdb.split(","):
+        root = GDBS[which]
+        work = Path(tempfile.mkdtemp(prefix="zerocost-", dir="/tmp"))
+        try:
+            (work / "timer.py").write_text(TIMER + COUNT)
+            build(root, work, count=True)
+            for case, lib in (("all-CFI", None), ("mixed", "libsf.so")):
+                none, frames, _ = count(root, work, False, args.threads, args.depth, lib)
+                plugin, frames_plugin, state = count(root, work, True, args.threads, args.depth, lib)
+                target = 1.03 if lib is None else 1.2
+                print("%s %s: %d threads x %d frames (%d frames), the plugin %s; GDB's instructions (callgrind):"
+                      % (which, case, args.threads, args.depth, frames, state))
+                for what in ("bt", "walk"):
+                    print("  %-4s none %d (%.0f a frame), plugin %d (%.0f a frame): plugin/none %.4f (target <= %.2f)%s"
+                          % (what, none[what], none[what] / frames, plugin[what], plugin[what] / frames,
+                             plugin[what] / none[what], target,
+                             "" if frames_plugin == frames else "  !! %d frames with the plugin" % frames_plugin))
+        finally:
+            shutil.rmtree(work)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--gdb", default="gdb13,gdb16,gdb18")
-    p.add_argument("--threads", type=int, default=64)
+    p.add_argument("--threads", type=int, default=None, help="default: 64, with --count 8")
     p.add_argument("--depth", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--count", action="store_true", help="count GDB's instructions under callgrind instead of timing")
     args = p.parse_args()
+    if args.threads is None:
+        args.threads = 8 if args.count else 64
+    if args.count:
+        return main_count(args)
     for which in args.gdb.split(","):
         root = GDBS[which]
         work = Path(tempfile.mkdtemp(prefix="zerocost-", dir="/tmp"))

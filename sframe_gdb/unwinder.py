@@ -99,7 +99,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._sframe_only = None  # [(module, functions)] only SFrame describes (None: not worked out yet)
         self._idle = False        # this unwind: no frame can be ours, every call declines at once
         self._quick = False       # this unwind: mode auto, GDB's DWARF unwinders on (see __call__)
-        self._quick_pc = None     # the PC's register name there (GDB 13, without PendingFrame.pc())
+        self._quick_pc = None     # what the PC is read by there (GDB 13, without PendingFrame.pc())
+        self._plain = False       # may the next frame take __call__'s hot path (see _plain_now)
         self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -270,7 +271,34 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self.enabled = on
 
     def __call__(self, pf):
+        try:
+            level = pf.level()
+            if self._plain and level > self._seen:
+                # The hot path of a mixed program's CFI modules (see _plain_now): the PC read, and
+                # the frame declined if DWARF CFI covers it (and PC - 1) or no SFrame covers it.
+                pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
+                if pc in self._cfi_both or pc in self._uncovered:
+                    self._seen = level
+                    self._levels[level] = (DECLINED, pc)
+                    return None
+        except Exception:
+            pass                      # (met again below, and declined with the reason)
         self._calling = True
+        try:
+            return self._sniff(pf)
+        finally:
+            self._calling = False
+            self._plain = self._plain_now()
+
+    def _plain_now(self):
+        """May the next frame take __call__'s hot path?  In mode auto with GDB's DWARF unwinders
+        on (_quick), while this unwind has given GDB no frame and prepared none (so the frame
+        below the next one is GDB's, and a decline needs no record but its level's), and no
+        debug log is written (its lines say why each frame was declined)."""
+        return (self._quick and not self._idle and not self._ready and not self._ahead and not self._given
+                and not self.plugin.debug)
+
+    def _sniff(self, pf):
         try:
             level = pf.level()
             if level == self._next:
@@ -291,7 +319,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 arch = self._arch(pf) if not self._idle and self.plugin.mode is Mode.AUTO else None
                 self._quick = arch is not None and self.dwarf_enabled()
                 if self._quick and not _PENDING_PC:
-                    self._quick_pc = arch.pc        # (one architecture for a whole stack)
+                    self._quick_pc = arch.read_pc_by(pf)     # (one architecture for a whole stack)
                 if self._idle:
                     if self._given or self._last or self._levels or self.problems:
                         self._new_unwind()         # a previous unwind's records are not this one's
@@ -327,8 +355,6 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 self.problems[level] = (None, why)     # (sframe verify counts them)
             self.plugin.log("frame #%s: declined after an %s" % (level, why))
             return None
-        finally:
-            self._calling = False
 
     def _decline(self, level, pc, why, always=False, detail=None):
         """Leave the frame to GDB's other unwinders, and say why under `set debug sframe on`
@@ -376,7 +402,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             return self._decline(level, None, "architecture %s not supported" % pf.architecture().name())
         # GDB 14+ gives the PC itself: the one it computes for its own sniffers anyway (cached),
         # where reading the register makes a gdb.Value through the callee's unwinder each time.
-        pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(arch.pc))) & MASK64
+        pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(arch.read_pc_by(pf)))) & MASK64
         if plugin.mode is Mode.AUTO:
             # The common case of mode auto, at the cost of one dict look-up: CFI covers both the
             # PC and PC - 1, so GDB's DWARF unwinder takes the frame whatever its kind.
@@ -410,7 +436,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if given is None or arch is None:
             return False
         caller = given[2]
-        pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(arch.pc))) & MASK64
+        pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(arch.read_pc_by(pf)))) & MASK64
         return pc == caller.pc and int(pf.read_register(arch.sp)) & MASK64 == caller.sp
 
     def _verdict(self, ms, arch, level, pc, full):

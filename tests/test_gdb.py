@@ -876,6 +876,55 @@ def test_signal_interrupts_sframe_code(roots, tmp_path, gdb, toolchain):
     assert [(f.pc, f.cfa) for f in out.frames("noeh-off")][3:] != [(f.pc, f.cfa) for f in ref][3:]
 
 
+# The same, with the handler in a library that keeps its CFI: a mixed program.  GDB's DWARF
+# unwinder takes the handler's frames and the trampoline's; the plugin declines them on its hot
+# path (one read of the PC) and must still know, at `faulting`, that the frame below it is a
+# signal trampoline, or it looks the rules up at PC - 1 and gives the wrong CFA.
+HANDLER_C = r"""
+#include <unistd.h>
+volatile int hsink;
+__attribute__((noinline)) void stop_here(int s) { hsink += s; }
+__attribute__((noinline)) void on_segv(int sig) { stop_here(sig); stop_here(sig + 1); _exit(0); }
+"""
+INTERRUPT_MIXED_C = INTERRUPT_C.replace(
+    "__attribute__((noinline)) void stop_here(int s) { sink += s; }\n"
+    "__attribute__((noinline)) void on_segv(int sig) { stop_here(sig); _exit(0); }\n",
+    "void on_segv(int sig);\n")
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_signal_interrupts_sframe_code_below_cfi(roots, tmp_path, gdb, toolchain):
+    assert INTERRUPT_MIXED_C != INTERRUPT_C
+    tc = T.toolchain(toolchain)
+    (tmp_path / "handler.c").write_text(HANDLER_C)
+    (tmp_path / "interrupt.c").write_text(INTERRUPT_MIXED_C)
+    for kind in ("orig", "noeh"):
+        (tmp_path / kind).mkdir()
+    orig, noeh = tmp_path / "orig" / "interrupt", tmp_path / "noeh" / "interrupt"
+    flags = ["-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
+    T.run_in(tc, [tc.cc, *flags, "-shared", "-fPIC", "-o", "libhandler.so", "handler.c"], cwd=tmp_path, check=True)
+    T.run_in(tc, [tc.cc, *flags, "-o", str(orig), "interrupt.c", "-L.", "-lhandler", "-Wl,-rpath,%s" % tmp_path],
+             cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    lines = ["set startup-with-shell off", "handle SIGSEGV nostop noprint pass", "file %s" % orig,
+             "break stop_here", "run", "frames-dump dwarf", "kill", "source %s" % PLUGIN, "file %s" % noeh,
+             "run", "frames-dump noeh", "info sframe", "continue", "frames-dump again", "kill"]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    ref = out.frames("dwarf")
+    assert [f.name for f in ref] == ["stop_here", "on_segv", ref[2].name, "faulting", "middle", "main"], ref
+    assert ref[3].where == "faulting+1", ref[3]
+    assert "SFrame unwinder: active (mode auto: SFrame alone describes" in out, out
+    got = out.frames("noeh")
+    check_same(ref, got, ("faulting", "middle", "main"))
+    assert [f.sf for f in got] == [False, False, False, True, True, True], got
+    # A second stop (on_segv's second call), its frames built anew.
+    again = out.frames("again")
+    assert [f.name for f in again[:2]] == ["stop_here", "on_segv"] and again[1].pc != ref[1].pc, again
+    check_same(ref[2:], again[2:], ("faulting", "middle", "main"))
+    assert [f.sf for f in again] == [False, False, False, True, True, True], again
+
+
 @pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
 def test_verify_reports_disagreements(corpus, tmp_path, gdb, toolchain):
     """A .sframe whose CFA offset for stop_here is wrong: verify must say so (and bt with DWARF on
