@@ -273,7 +273,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def __call__(self, pf):
         try:
             level = pf.level()
-            if self._plain and level > self._seen:
+            if self._plain and level > self._seen and level not in self._levels:
                 # The hot path of a mixed program's CFI modules (see _plain_now): the PC read, and
                 # the frame declined if DWARF CFI covers it (and PC - 1) or no SFrame covers it.
                 pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
@@ -315,6 +315,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             if level <= self._seen:
                 # A new unwind: GDB asks about each level once per unwind, innermost first, from
                 # level 0 or, where GDB's inline-frame unwinder takes the top frames, from a later one.
+                if level > 0 and self._seen != _FRESH:
+                    # (from a later one: what is recorded is the last unwind's; after undecided(),
+                    # _FRESH, it may be this one's, GDB going on with a backtrace it had begun)
+                    self._new_unwind()
                 self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
                 arch = self._arch(pf) if not self._idle and self.plugin.mode is Mode.AUTO else None
                 self._quick = arch is not None and self.dwarf_enabled()
@@ -338,9 +342,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 # A frame below which this unwinder gave nothing, in mode auto with GDB's DWARF
                 # unwinders on (a mixed program's CFI modules): the declines of _unwind that CFI
                 # covers the PC and PC - 1, or that no SFrame covers it, at the cost of reading the PC.
-                pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
+                try:
+                    pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
+                except ValueError:        # GDB 13: a frame of another gdbarch refuses _quick_pc
+                    pc = None             # (_unwind reads it by the frame's own)
                 cfi = self._cfi_both.get(pc)
-                if cfi is not None or pc in self._uncovered:
+                if cfi is not None or pc is not None and pc in self._uncovered:
                     if plugin.debug:
                         return self._decline(level, pc, _DWARF_COVERS if cfi else _NO_SFRAME, detail=cfi)
                     self._levels[level] = (DECLINED, pc)
