@@ -70,6 +70,7 @@ OURS, DECLINED = 1, 2
 _DWARF_COVERS = "left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)"
 _NO_SFRAME = "no SFrame covers it; left to GDB's other unwinders"
 _PENDING_PC = hasattr(gdb.PendingFrame, "pc")     # GDB 14+: PendingFrame.pc()
+_selected_thread = gdb.selected_thread
 _FRESH = 1 << 62          # SFrameUnwinder._seen before any level: the next call starts an unwind
 
 
@@ -102,6 +103,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._quick_pc = None     # what the PC is read by there (GDB 13, without PendingFrame.pc())
         self._plain = False       # may the next frame take __call__'s hot path (see _plain_now)
         self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
+        self._thread = None       # the gdb.InferiorThread whose frames the current unwind is of
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -273,7 +275,16 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def __call__(self, pf):
         try:
             level = pf.level()
-            if self._plain and level > self._seen and level not in self._levels:
+            thread = _selected_thread()
+            if thread is not self._thread:
+                # Another thread's frames (GDB unwinds the selected thread's): what was recorded
+                # and prepared for the last thread's is not this one's, whatever level GDB begins
+                # at (above inline frames it begins at 1 or later, where the levels alone cannot
+                # tell a new unwind from the last one going on).
+                self._thread = thread
+                self._new_unwind()
+                self._seen = _FRESH
+            elif self._plain and level > self._seen and level not in self._levels:
                 # The hot path of a mixed program's CFI modules (see _plain_now): the PC read, and
                 # the frame declined if DWARF CFI covers it (and PC - 1) or no SFrame covers it.
                 pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64

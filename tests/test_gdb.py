@@ -925,6 +925,75 @@ def test_signal_interrupts_sframe_code_below_cfi(roots, tmp_path, gdb, toolchain
     assert [f.sf for f in again] == [False, False, False, True, True, True], again
 
 
+# Two threads in SFrame-only code: the main one stopped in stop_here, the other spinning in an
+# inlined function, so that GDB's inline-frame unwinder takes its frame #0 and GDB begins that
+# thread's unwind by asking the SFrame unwinder about frame #1.
+INLINE_TOP_C = r"""
+#include <pthread.h>
+volatile int go, ready;
+volatile long sink;
+__attribute__((noinline)) void stop_here(long v) { sink += v; }
+static inline __attribute__((always_inline)) void wait_inline(long v) { while (!go) sink += v; }
+__attribute__((noinline)) void spinner(long v) { ready = 1; wait_inline(v); sink -= v; }
+__attribute__((noinline)) void spin_chain(long v) { spinner(v + 1); sink++; }
+static void *spin_thread(void *a) { spin_chain((long)a); return 0; }
+__attribute__((noinline)) void a2(long v) { stop_here(v); sink++; }
+__attribute__((noinline)) void a1(long v) { a2(v + 1); sink++; }
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, spin_thread, (void *)1);
+    while (!ready) ;
+    a1(5);
+    go = 1;
+    pthread_join(t, 0);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_unwind_begun_below_an_inline_frame_is_a_new_one(roots, tmp_path, gdb, toolchain):
+    """An unwind GDB begins at frame #1 (its inline-frame unwinder took #0) is a new unwind, even
+    right after one that stopped at frame #0: what the SFrame unwinder recorded and prepared for
+    the thread unwound before is not used for this one (it gave thread 2 thread 1's callers)."""
+    tc = T.toolchain(toolchain)
+    (tmp_path / "inline.c").write_text(INLINE_TOP_C)
+    for kind in ("orig", "noeh"):
+        (tmp_path / kind).mkdir()
+    orig, noeh = tmp_path / "orig" / "inline", tmp_path / "noeh" / "inline"
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-pthread", "-o", str(orig),
+                  "inline.c"], cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    # The stop shows thread 1's frame #0 alone (no arguments: GDB unwinds no further), then
+    # `thread 2` shows its frame #0, inline in #1: GDB asks first about #1, the level after the
+    # one it last asked about, of another thread.  `bt` goes on from the frames built then.
+    stop = ["break stop_here", "run", "thread 2", "mark bt-%s", "bt", "mark end-%s", "thread 1", "frames-dump %s-1",
+            "thread 2", "frames-dump %s-2", "thread 1", "frames-dump %s-1b", "thread 2", "frames-dump %s-2b", "kill"]
+    lines = ["set startup-with-shell off", "set print entry-values no", "set print frame-arguments none",
+             "file %s" % orig,
+             *[c % "dwarf" if "%" in c else c for c in stop],
+             "source %s" % PLUGIN, "file %s" % noeh,
+             *[c % "sf" if "%" in c else c for c in stop]]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    main_ref, spin_ref = out.frames("dwarf-1"), out.frames("dwarf-2")
+    assert [f.name for f in main_ref] == ["stop_here", "a2", "a1", "main"], main_ref
+    names = [f.name for f in spin_ref]
+    assert names[:4] == ["wait_inline", "spinner", "spin_chain", "spin_thread"], spin_ref
+    assert spin_ref[0].pc == spin_ref[1].pc, spin_ref             # frame #0 inline in #1
+    for label in ("sf-1", "sf-1b"):
+        check_same(main_ref, out.frames(label), ("stop_here", "a2", "a1"))
+    for kind in ("dwarf", "sf"):
+        bt = re.findall(r"^#\d+ +(?:0x[0-9a-f]+ in )?(\w+) \(", out.between("bt-%s" % kind, "end-%s" % kind), re.M)
+        assert bt == names, (kind, bt, names)
+    for label in ("sf-2", "sf-2b"):
+        got = out.frames(label)
+        # (where the spinning thread stopped in its loop differs between the two runs)
+        assert [(f.cfa, f.name) for f in got] == [(f.cfa, f.name) for f in spin_ref], (got, spin_ref)
+        assert [f.pc for f in got[2:]] == [f.pc for f in spin_ref[2:]], (got, spin_ref)
+        assert [f.sf for f in got] == [False, True, True, True] + [False] * (len(got) - 4), got
+
+
 @pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
 def test_verify_reports_disagreements(corpus, tmp_path, gdb, toolchain):
     """A .sframe whose CFA offset for stop_here is wrong: verify must say so (and bt with DWARF on
