@@ -104,6 +104,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._plain = False       # may the next frame take __call__'s hot path (see _plain_now)
         self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
         self._thread = None       # the gdb.InferiorThread whose frames the current unwind is of
+        self._progspace = None    # its program space (what _cfi_both, _uncovered and _tramp are of)
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -284,6 +285,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 self._thread = thread
                 self._new_unwind()
                 self._seen = _FRESH
+                if gdb.current_progspace() is not self._progspace:
+                    # Another inferior's: the PCs learnt as CFI-covered or without SFrame were
+                    # another program's (two builds of one program share their addresses).
+                    self._progspace = gdb.current_progspace()
+                    self.forget_modules()
+                    self._tramp = {}
             elif self._plain and level > self._seen and level not in self._levels:
                 # The hot path of a mixed program's CFI modules (see _plain_now): the PC read, and
                 # the frame declined if DWARF CFI covers it (and PC - 1) or no SFrame covers it.

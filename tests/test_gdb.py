@@ -127,6 +127,17 @@ def twin_copies(build, workdir):
     return work / "orig" / build.path.name, work / "noeh" / build.path.name
 
 
+def twin_paths(workdir, name, sources):
+    """Write `sources` (file name -> C text) into workdir; the paths of program `name` built
+    there with its CFI and without, at paths of equal length: (WORK/orig/NAME, WORK/noeh/NAME)."""
+    work = Path(workdir)
+    for file, text in sources.items():
+        (work / file).write_text(text)
+    for kind in ("orig", "noeh"):
+        (work / kind).mkdir()
+    return work / "orig" / name, work / "noeh" / name
+
+
 # -- comparisons --------------------------------------------------------------------------------
 
 def check_sframe_frames(ref, got, expect):
@@ -844,12 +855,8 @@ int main(int argc, char **argv)
 @pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
 def test_signal_interrupts_sframe_code(roots, tmp_path, gdb, toolchain):
     tc = T.toolchain(toolchain)
-    src = tmp_path / "interrupt.c"
-    src.write_text(INTERRUPT_C)
-    for kind in ("orig", "noeh"):
-        (tmp_path / kind).mkdir()
-    orig, noeh = tmp_path / "orig" / "interrupt", tmp_path / "noeh" / "interrupt"
-    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), str(src)],
+    orig, noeh = twin_paths(tmp_path, "interrupt", {"interrupt.c": INTERRUPT_C})
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), "interrupt.c"],
              cwd=tmp_path, check=True)
     T.strip_eh(tc, orig, noeh)
     lines = ["set startup-with-shell off", "handle SIGSEGV nostop noprint pass", "file %s" % orig,
@@ -896,11 +903,7 @@ INTERRUPT_MIXED_C = INTERRUPT_C.replace(
 def test_signal_interrupts_sframe_code_below_cfi(roots, tmp_path, gdb, toolchain):
     assert INTERRUPT_MIXED_C != INTERRUPT_C
     tc = T.toolchain(toolchain)
-    (tmp_path / "handler.c").write_text(HANDLER_C)
-    (tmp_path / "interrupt.c").write_text(INTERRUPT_MIXED_C)
-    for kind in ("orig", "noeh"):
-        (tmp_path / kind).mkdir()
-    orig, noeh = tmp_path / "orig" / "interrupt", tmp_path / "noeh" / "interrupt"
+    orig, noeh = twin_paths(tmp_path, "interrupt", {"handler.c": HANDLER_C, "interrupt.c": INTERRUPT_MIXED_C})
     flags = ["-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
     T.run_in(tc, [tc.cc, *flags, "-shared", "-fPIC", "-o", "libhandler.so", "handler.c"], cwd=tmp_path, check=True)
     T.run_in(tc, [tc.cc, *flags, "-o", str(orig), "interrupt.c", "-L.", "-lhandler", "-Wl,-rpath,%s" % tmp_path],
@@ -957,10 +960,7 @@ def test_unwind_begun_below_an_inline_frame_is_a_new_one(roots, tmp_path, gdb, t
     right after one that stopped at frame #0: what the SFrame unwinder recorded and prepared for
     the thread unwound before is not used for this one (it gave thread 2 thread 1's callers)."""
     tc = T.toolchain(toolchain)
-    (tmp_path / "inline.c").write_text(INLINE_TOP_C)
-    for kind in ("orig", "noeh"):
-        (tmp_path / kind).mkdir()
-    orig, noeh = tmp_path / "orig" / "inline", tmp_path / "noeh" / "inline"
+    orig, noeh = twin_paths(tmp_path, "inline", {"inline.c": INLINE_TOP_C})
     T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-pthread", "-o", str(orig),
                   "inline.c"], cwd=tmp_path, check=True)
     T.strip_eh(tc, orig, noeh)
@@ -992,6 +992,49 @@ def test_unwind_begun_below_an_inline_frame_is_a_new_one(roots, tmp_path, gdb, t
         assert [(f.cfa, f.name) for f in got] == [(f.cfa, f.name) for f in spin_ref], (got, spin_ref)
         assert [f.pc for f in got[2:]] == [f.pc for f in spin_ref[2:]], (got, spin_ref)
         assert [f.sf for f in got] == [False, True, True, True] + [False] * (len(got) - 4), got
+
+
+# A program stopped in libc (CFI) called from its own code, with a library of SFrame-only code
+# loaded (so that the unwinder is active beside the program's CFI).
+TWO_BUILDS_C = r"""
+#include <unistd.h>
+int lib_f(int);
+volatile long sink;
+__attribute__((noinline)) void a2(long v) { sink += getpid() + v; sink++; }
+__attribute__((noinline)) void a1(long v) { a2(v + 1); sink++; }
+int main(void) { a1(5); return lib_f(0) & 0; }
+"""
+TWO_BUILDS_LIB_C = "int lib_f(int x) { return x * 3; }\n"
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_two_inferiors_at_the_same_addresses(roots, tmp_path, gdb, toolchain):
+    """Two builds of one program as two inferiors, at the same addresses: inferior 1 with its CFI,
+    inferior 2 without.  What the unwinder learnt of inferior 1's PCs (DWARF CFI covers them) is
+    not taken for inferior 2's, where SFrame alone describes the same code."""
+    tc = T.toolchain(toolchain)
+    orig, noeh = twin_paths(tmp_path, "prog", {"prog.c": TWO_BUILDS_C, "lib.c": TWO_BUILDS_LIB_C})
+    flags = ["-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
+    T.run_in(tc, [tc.cc, *flags, "-shared", "-fPIC", "-o", "libcfi.so", "lib.c"], cwd=tmp_path, check=True)
+    T.strip_eh(tc, tmp_path / "libcfi.so", tmp_path / "libsfonly.so")
+    T.run_in(tc, [tc.cc, *flags, "-o", str(orig), "prog.c", "-L.", "-lsfonly", "-Wl,-rpath,%s" % tmp_path],
+             cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    # Both stopped, inferior 1's frames unwound, then inferior 2's (no objfile loads between).
+    lines = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % orig, "break getpid", "run",
+             "add-inferior -exec %s" % noeh, "inferior 2", "run", "inferior 1", "frames-dump one", "info sframe",
+             "inferior 2", "frames-dump two", "inferior 1", "frames-dump one-again", "kill inferiors 1 2"]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    assert re.search(r"^SFrame unwinder: active \(mode auto: SFrame alone describes \d+ functions? of \S*/libsfonly\.so\)",
+                     out, re.M), out
+    one = out.frames("one")
+    names = [f.name for f in one]
+    assert names[1:4] == ["a2", "a1", "main"] and not any(f.sf for f in one), one
+    two = out.frames("two")
+    check_same(one, two, ("a2", "a1", "main"))
+    assert [f.sf for f in two[:4]] == [False, True, True, True], two
+    check_untouched(one, out.frames("one-again"))
 
 
 @pytest.mark.parametrize("gdb,toolchain", [("gdb13", "host"), ("gdb18", "sid")], ids=["gdb13-host", "gdb18-sid"])
