@@ -45,6 +45,7 @@ class Arch:
     order: str = ""                               # the byte order of `values` (one gdb.Architecture has one)
     shapes: dict = field(default_factory=dict)    # which registers a caller has -> (ids, head, own types or None)
     pc_id: object = None                          # what read_register reads the PC by (see read_pc_by)
+    sp_id: object = None                          # and the SP (set by prepare)
 
     @property
     def pc_names(self):
@@ -92,6 +93,9 @@ class Arch:
             own = None if size is None or size.sizeof == self.word.sizeof else size
             self.ids[name] = (descs.get(name, name), own)
         self.pc_ids = tuple(self.ids[n] for n in self.pc_names)
+        self.sp_id = self.ids[self.sp][0]
+        if self.pc_id is None:
+            self.pc_id = descs.get(self.pc, self.pc)
         self.regids = {r: self.ids[n] for r, n in regnames.items() if n is not None}
         self.regids_for = abi
         self.shapes = {}

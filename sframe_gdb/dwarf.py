@@ -6,6 +6,8 @@ enable/disable -name dwarf2` and `maint info frame-unwinders`.
 
 import gdb
 
+from . import hooks
+
 
 def enabled():
     """True/False: are GDB's DWARF unwinders on; None if GDB does not say."""
@@ -34,34 +36,13 @@ def set_enabled(on):
     gdb.execute("maint frame-unwinder %s -name dwarf2" % ("enable" if on else "disable"), to_string=True)
 
 
-# The commands that turn GDB's DWARF unwinders on or off: (prefix, name).  GDB 13-16 have the
-# first, GDB 17 and later the other two.
-SWITCHES = (("maintenance set dwarf", "unwinders"),
-            ("maintenance frame-unwinder", "enable"), ("maintenance frame-unwinder", "disable"))
+# The commands that turn GDB's DWARF unwinders on or off: GDB 13-16 have the first, GDB 17 and
+# later the other two.
+SWITCHES = ("maintenance set dwarf unwinders", "maintenance frame-unwinder enable", "maintenance frame-unwinder disable")
 
 
 def watch(body):
     """Make GDB run the command `body` after each command that turns its DWARF unwinders on or
-    off, from a script as at the prompt: a user-defined post-hook on each (GDB announces no such
-    change otherwise).  True when every such command this GDB has is hooked; False when one is
-    not, because the user has a hook of their own there (it is kept) or GDB refused ours."""
-    hooked = False
-    for prefix, name in SWITCHES:
-        try:
-            gdb.execute("help %s %s" % (prefix, name), to_string=True)
-        except gdb.error:
-            continue                      # not a command of this GDB
-        hook = "%s hookpost-%s" % (prefix, name)
-        try:
-            old = gdb.execute("show user %s" % hook, to_string=True)
-        except gdb.error:
-            old = None
-        if old is not None and body not in old:
-            return False
-        if old is None:
-            try:
-                gdb.execute("define %s\n%s\nend" % (hook, body), to_string=True)
-            except gdb.error:
-                return False
-        hooked = True
-    return hooked
+    off (see hooks).  True when every such command this GDB has is hooked."""
+    present = [c for c in SWITCHES if hooks.subcommands(c)]
+    return bool(present) and all([hooks.hook(c, body) for c in present])

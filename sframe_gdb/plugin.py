@@ -4,7 +4,7 @@ import gdb
 import gdb.unwinder
 
 from ..core.unwind.policy import Mode
-from . import dwarf
+from . import dwarf, hooks
 from .command.common import flush_frames
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder
@@ -92,6 +92,10 @@ class Plugin:
         # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: hooks on them tell
         # us, and where they cannot be set, look again at each prompt and each unwind.
         self.watched = dwarf.watch(HOOK)
+        # `record goto`, `tfind` and `restart` give the thread other registers and GDB unwinds
+        # anew, with no event: pre-hooks drop the unwinder's records (the command prints a frame).
+        hooked = [hooks.hook(c, REPLACED_HOOK, post=False) for name in REPLACERS for c in hooks.subcommands(name)]
+        self.unwinder.verify = not (hooked and all(hooked))
         if hasattr(gdb.events, "before_prompt"):
             gdb.events.before_prompt.connect(self.unwinder.forget_dwarf_state)
         for name in ("stop", "before_prompt", "gdb_exiting"):       # where GDB is between lines
@@ -107,6 +111,21 @@ _PLUGIN = None
 
 # What the hooks on the commands that switch GDB's DWARF unwinders run (see dwarf.watch).
 HOOK = 'python __import__("sframekit.sframe_gdb.plugin", fromlist=["_"]).dwarf_switched()'
+
+
+# The commands that replace the registers of the thread without an event (see install), and what
+# their pre-hooks run.
+REPLACERS = ("record goto", "tfind", "restart")
+REPLACED_HOOK = 'python __import__("sframekit.sframe_gdb.plugin", fromlist=["_"]).registers_replaced()'
+
+
+def registers_replaced():
+    """The pre-hooks' entry point (a GDB command, so it must never raise)."""
+    try:
+        if _PLUGIN is not None:
+            _PLUGIN.unwinder.reset()
+    except Exception as exc:
+        gdb.write("sframe: %s\n" % exc, gdb.STDERR)
 
 
 def dwarf_switched():

@@ -105,6 +105,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
         self._thread = None       # the gdb.InferiorThread whose frames the current unwind is of
         self._progspace = None    # its program space (what _cfi_both, _uncovered and _tramp are of)
+        self.verify = True        # check that a frame GDB asks about is the caller given it (Plugin.install)
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -276,7 +277,12 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def __call__(self, pf):
         try:
             level = pf.level()
-            thread = _selected_thread()
+            try:
+                thread = _selected_thread()
+            except Exception:
+                # (Some remote targets: "could not find gdb thread object".)  Another thread's
+                # frames cannot be told from this one's: check each frame against its caller.
+                thread, self.verify = self._thread, True
             if thread is not self._thread:
                 # Another thread's frames (GDB unwinds the selected thread's): what was recorded
                 # and prepared for the last thread's is not this one's, whatever level GDB begins
@@ -320,16 +326,24 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         try:
             level = pf.level()
             if level == self._next:
-                # The hot path: GDB asks for the caller of a frame this unwinder gave it, and the
-                # answer was prepared when the frames were unwound ahead (_give, inlined).
-                ready = self._ready.get(level - self._shift)
-                if ready is not None:
-                    ui = pf.create_unwind_info(ready)
-                    deque(map(ui.add_saved_register, ready[4], ready[5]), 0)
-                    self._given[level] = ready
-                    self._next = level + 1
-                    self._seen = level
-                    return ui
+                if not self.verify or self._is_caller(pf, self._given[level - 1]):
+                    # The hot path: GDB asks for the caller of a frame this unwinder gave it, and
+                    # the answer was prepared when the frames were unwound ahead (_give, inlined).
+                    ready = self._ready.get(level - self._shift)
+                    if ready is not None:
+                        ui = pf.create_unwind_info(ready)
+                        deque(map(ui.add_saved_register, ready[4], ready[5]), 0)
+                        self._given[level] = ready
+                        self._next = level + 1
+                        self._seen = level
+                        return ui
+                else:
+                    # Not that caller: GDB unwinds anew, from registers replaced with no event
+                    # (`record goto`, `tfind`, `restart` where our pre-hooks could not be set),
+                    # and begins above inline frames at the very level the last unwind would
+                    # have gone on at.
+                    self._new_unwind()
+                    self._seen = _FRESH
             if level <= self._seen:
                 # A new unwind: GDB asks about each level once per unwind, innermost first, from
                 # level 0 or, where GDB's inline-frame unwinder takes the top frames, from a later one.
@@ -345,9 +359,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 if self._idle:
                     if self._given or self._last or self._levels or self.problems:
                         self._new_unwind()         # a previous unwind's records are not this one's
-                    if self.plugin.watched:
+                    if self.plugin.watched and len(gdb.inferiors()) == 1:
                         # Nothing can make it active but what wakes it (Plugin.wake): GDB need
-                        # not call it until then.
+                        # not call it until then.  (With another inferior, selecting it may:
+                        # `inferior 2` in a script, or from Python, tells of it by no event.)
                         self.switch(False)
             self._seen = level
             if self._idle:
@@ -454,15 +469,19 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         return self._answer(pf, arch, abi, level, pc, res, found)
 
     def _same_frame(self, pf):
-        """Is the pending frame at `level` the caller this unwinder gave GDB at the last level it
-        answered (same PC and SP)?"""
+        """Is the pending frame the caller this unwinder gave GDB at the last level it answered?"""
         given = self._given.get(self._next - 1)
-        arch = self._arch(pf)
-        if given is None or arch is None:
+        return given is not None and self._is_caller(pf, given)
+
+    @staticmethod
+    def _is_caller(pf, given):
+        """Is the pending frame the caller in the Answer `given` (same PC and SP)?"""
+        caller, arch = given[2], given[6]
+        try:
+            pc = pf.pc() if _PENDING_PC else pf.read_register(arch.pc_id)
+            return int(pc) & MASK64 == caller.pc and int(pf.read_register(arch.sp_id)) & MASK64 == caller.sp
+        except ValueError:        # GDB 13: a frame of another gdbarch refuses the descriptors
             return False
-        caller = given[2]
-        pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(arch.read_pc_by(pf)))) & MASK64
-        return pc == caller.pc and int(pf.read_register(arch.sp)) & MASK64 == caller.sp
 
     def _verdict(self, ms, arch, level, pc, full):
         """((index, module), ABIInfo, full) if this unwinder takes the frame at `level`, else

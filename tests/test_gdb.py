@@ -994,6 +994,71 @@ def test_unwind_begun_below_an_inline_frame_is_a_new_one(roots, tmp_path, gdb, t
         assert [f.sf for f in got] == [False, True, True, True] + [False] * (len(got) - 4), got
 
 
+
+# Recursion whose callers return into inlined code: r(n) calls r(n - 1), and the return address X
+# is the first instruction of inl's body (n is not needed after the call).
+RECORD_C = r"""
+volatile long sink;
+__attribute__((noinline)) void start_rec(void) { sink++; }
+__attribute__((noinline)) void stop_here(long v) { sink += v; }
+static inline __attribute__((always_inline)) void inl(void)
+{
+    sink += 7;
+    sink ^= 3;
+    sink *= 5;
+}
+__attribute__((noinline)) void r(long n) { if (n > 0) r(n - 1); inl(); }
+int main(void) { start_rec(); r(3); stop_here(1); return 0; }
+"""
+
+# Sets $ret to the return address of r's call to itself (X above).
+RETURN_ADDRESS = """python
+lines = gdb.execute("disassemble r", to_string=True).splitlines()
+at = next(i for i, l in enumerate(lines) if "call" in l and l.rstrip().endswith("<r>"))
+gdb.set_convenience_variable("ret", int(lines[at + 1].split()[0], 16))
+end"""
+
+# The current `record full` instruction number, in the Python variable named.
+INSN_NUMBER = ('python %s = re.search(r"Current instruction number is (\\d+)", '
+               'gdb.execute("info record", to_string=True)).group(1)')
+
+
+@pytest.mark.parametrize("own_hook", [False, True], ids=["hooked", "own-hook"])
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_registers_changed_without_an_event(roots, tmp_path, gdb, toolchain, own_hook):
+    """`record goto` gives the thread other registers and GDB unwinds anew, with no event the
+    plugin hears (as `tfind` and `restart` do).  From a replay position where frame #0 was r(0)
+    entered (frame #1: r(1) at X), to the one where r(0) itself reaches X (frame #0 inline in
+    r(0) at X): GDB asks first about frame #1, the very level the last unwind would have gone on
+    at, and a frame with the same PC as the caller prepared for it, but another SP.  The unwinder
+    unwinds it anew: its pre-hook on `record goto` drops its records, and where the user has a
+    hook of their own there, it checks each frame it is asked about against the caller it gave
+    (without either it gives the prepared callers: one r too few)."""
+    tc = T.toolchain(toolchain)
+    orig, noeh = twin_paths(tmp_path, "rec", {"rec.c": RECORD_C})
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), "rec.c"],
+             cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    steps = ["break start_rec", "run", "record full", "break stop_here", "continue", "python import re",
+             "break r if $rdi == 0", "reverse-continue", INSN_NUMBER % "a", "delete", RETURN_ADDRESS,
+             "break *$ret", "continue", INSN_NUMBER % "b", "frames-dump %s-at-x-first",
+             'python gdb.execute("record goto " + a)', 'python gdb.execute("record goto " + b)',
+             "frames-dump %s-at-x", "delete", "kill"]
+    lines = ["set startup-with-shell off", "set print entry-values no", "set print frame-arguments none",
+             "file %s" % orig, *[c % "dwarf" if "%s" in c else c for c in steps],
+             *(["define record hook-goto", "echo own hook\\n", "end"] if own_hook else []),
+             "source %s" % PLUGIN, "file %s" % noeh, *[c % "sf" if "%s" in c else c for c in steps]]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    ref = out.frames("dwarf-at-x")
+    assert [f.name for f in ref] == ["inl", "r", "r", "r", "r", "main"], ref
+    assert ref[0].pc == ref[1].pc == ref[2].pc and ref[1].cfa != ref[2].cfa, ref
+    check_same(ref, out.frames("dwarf-at-x-first"), ())
+    for label in ("sf-at-x-first", "sf-at-x"):
+        check_same(ref, out.frames(label), ("r",))
+    assert out.count("own hook\n") == (2 if own_hook else 0), out
+
+
 # A program stopped in libc (CFI) called from its own code, with a library of SFrame-only code
 # loaded (so that the unwinder is active beside the program's CFI).
 TWO_BUILDS_C = r"""
@@ -1034,6 +1099,34 @@ def test_two_inferiors_at_the_same_addresses(roots, tmp_path, gdb, toolchain):
     two = out.frames("two")
     check_same(one, two, ("a2", "a1", "main"))
     assert [f.sf for f in two[:4]] == [False, True, True, True], two
+    check_untouched(one, out.frames("one-again"))
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_idle_in_one_inferior_active_in_another(roots, tmp_path, gdb, toolchain):
+    """Inferior 1 all CFI (the unwinder idles there), inferior 2 the same program without its CFI.
+    Selecting inferior 2 in a script fires no event GDB 13 has: while there is another inferior
+    the idle unwinder stays enabled, deciding at each unwind, and inferior 2's frames are SFrame's
+    (switched off, GDB's heuristics unwound them)."""
+    tc = T.toolchain(toolchain)
+    orig, noeh = twin_paths(tmp_path, "prog", {"prog.c": TWO_BUILDS_C, "lib.c": TWO_BUILDS_LIB_C})
+    flags = ["-O2", "-fomit-frame-pointer", "-Wa,--gsframe"]
+    T.run_in(tc, [tc.cc, *flags, "-shared", "-fPIC", "-o", "libsfonly.so", "lib.c"], cwd=tmp_path, check=True)
+    T.run_in(tc, [tc.cc, *flags, "-o", str(orig), "prog.c", "-L.", "-lsfonly", "-Wl,-rpath,%s" % tmp_path],
+             cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    # (libsfonly.so keeps its CFI here: only inferior 2's program lacks it.)
+    lines = ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % orig, "break getpid", "run",
+             "add-inferior -exec %s" % noeh, "inferior 2", "run", "inferior 1", "frames-dump one",
+             "python print('UNWINDER', [u.enabled for u in gdb.frame_unwinders if u.name == 'sframe'])",
+             "inferior 2", "frames-dump two", "inferior 1", "frames-dump one-again", "kill inferiors 1 2"]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    assert "UNWINDER [True]" in out, out
+    one = out.frames("one")
+    assert [f.name for f in one][1:4] == ["a2", "a1", "main"] and not any(f.sf for f in one), one
+    two = out.frames("two")
+    check_same(one, two, ("a2", "a1", "main"))
     check_untouched(one, out.frames("one-again"))
 
 

@@ -1,0 +1,50 @@
+"""User-defined hooks on GDB commands: how the plugin hears of changes GDB announces no event for
+(GDB's DWARF unwinders switched, the registers replaced by `record goto`, `tfind`, `restart`).
+
+A hook runs from a script as at the prompt, and through `gdb.execute`.  One the user defined is
+kept: the caller then learns that the command is not watched, and falls back to asking each time.
+"""
+
+import gdb
+
+
+def subcommands(name):
+    """`name` and the commands under it (`record goto` -> record goto, record goto begin, record
+    goto end), as `help` lists them; () if this GDB has no such command."""
+    try:
+        text = gdb.execute("help %s" % name, to_string=True)
+    except gdb.error:
+        return ()
+    found = [name]
+    listing = False
+    for line in text.splitlines():
+        if line.startswith("List of ") and line.rstrip().endswith(" subcommands:"):
+            listing = True
+        elif listing and line.startswith(name + " "):
+            # "record goto begin, record goto start -- Go to ...": the first name, not its aliases
+            found.append(line.split(" --", 1)[0].split(",", 1)[0].strip())
+    return tuple(found)
+
+
+def hook(command, body, post=True):
+    """Make GDB run the command `body` after (`post`) or before each `command` (its full name).
+    True when the hook is ours (defined now or earlier); False when GDB has no such command, the
+    user has a hook of their own there (it is kept), or GDB refused ours."""
+    words = command.split()
+    prefix, name = " ".join(words[:-1]), words[-1]
+    try:
+        gdb.execute("help %s" % command, to_string=True)
+    except gdb.error:
+        return False                      # not a command of this GDB
+    where = ("%s %s-%s" % (prefix, "hookpost" if post else "hook", name)).strip()
+    try:
+        old = gdb.execute("show user %s" % where, to_string=True)
+    except gdb.error:
+        old = None
+    if old is not None:
+        return body in old
+    try:
+        gdb.execute("define %s\n%s\nend" % (where, body), to_string=True)
+    except gdb.error:
+        return False
+    return True
