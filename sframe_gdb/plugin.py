@@ -85,10 +85,11 @@ class Plugin:
         self.tracker.scan()
         gdb.unwinder.register_unwinder(None, self.unwinder, replace=True)
         gdb.events.cont.connect(self.unwinder.resumed)
-        for name in ("memory_changed", "register_changed", "new_thread", "exited"):
+        for name, handler in (("memory_changed", self.unwinder.memory_changed), ("register_changed", self.unwinder.reset),
+                              ("new_thread", self.unwinder.reset), ("exited", self.unwinder.reset)):
             registry = getattr(gdb.events, name, None)
             if registry is not None:
-                registry.connect(self.unwinder.reset)
+                registry.connect(handler)
         # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: hooks on them tell
         # us, and where they cannot be set, look again at each prompt and each unwind.
         self.watched = dwarf.watch(HOOK)

@@ -115,6 +115,18 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._tramp = {}
         self._seen = _FRESH
 
+    def memory_changed(self, *_):
+        """Memory was written.  What was unwound ahead read the old memory: it goes.  The frames
+        GDB has built stay (a write from Python's Inferior.write_memory keeps them; `set var`
+        drops them, and GDB begins a new unwind), and so do the records of their levels: a frame
+        above them is a caller, not the topmost (reset, GDB asking on at frame #2, took it for
+        the topmost, looked it up at its return address, and found the next function there)."""
+        self._ready = {}
+        self._ahead = {}
+        self._verdicts = {}
+        for walker in self._walkers.values():
+            walker.new_unwind()
+
     def resumed(self, *_):
         """The inferior runs on: forget this unwind, and the register-sized values made for its
         stack (kept, they would fill the cache with the SPs and counters of stops long gone: 8,192

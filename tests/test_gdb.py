@@ -1059,6 +1059,63 @@ def test_registers_changed_without_an_event(roots, tmp_path, gdb, toolchain, own
     assert out.count("own hook\n") == (2 if own_hook else 0), out
 
 
+
+# caller's last instruction calls die (noreturn): its return address is next_fn's first byte, where
+# the CFA rule is another (caller has 0x48 bytes of locals, next_fn none).
+NORETURN_C = r"""
+volatile long sink;
+__attribute__((noinline)) void stop_here(long v) { sink += v; }
+__attribute__((noinline, noreturn)) void die(volatile char *p) { stop_here(p[1]); for (;;) sink++; }
+__attribute__((noinline)) void caller(long v) { volatile char buf[64]; buf[v & 7] = 1; die(buf); }
+__attribute__((noinline)) long next_fn(long v) { long s = 0; for (long i = 0; i < v; i++) s += sink * i; return s; }
+__attribute__((noinline)) void outer(long v) { caller(v); sink++; }
+int main(int argc, char **argv) { (void)argv; sink = next_fn(argc); outer(1); return 0; }
+"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_memory_written_from_python(roots, tmp_path, gdb, toolchain):
+    """Python's Inferior.write_memory fires memory_changed but GDB keeps the frames it built
+    (`frame 1`: #0 and #1, no arguments printed), and `bt` asks on from #2, whose return address
+    is next_fn's first byte.  The write puts another return address into main in outer's frame.
+    The unwinder forgets what it unwound ahead (it read the old one) but not the levels below: #2
+    is a caller, looked up at its return address - 1 (forgetting them, it took #2 for the topmost,
+    found next_fn there, and garbage after it)."""
+    tc = T.toolchain(toolchain)
+    orig, noeh = twin_paths(tmp_path, "noret", {"noret.c": NORETURN_C})
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-falign-functions=1", "-fno-reorder-functions",
+                  "-Wa,--gsframe", "-o", str(orig), "noret.c"], cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    head = ["set startup-with-shell off", "set print frame-arguments none", "set print entry-values no"]
+    # Where outer's return address is (its CFA - 8), and main's other one (after it calls next_fn).
+    probe = run_gdb(gdb, [*head, "file %s" % orig, "break stop_here", "run", "frames-dump probe",
+                          "python print('NEXT_FN %#x' % int(gdb.parse_and_eval('(long)&next_fn')))",
+                          "python lines = gdb.execute('disassemble main', to_string=True).splitlines()",
+                          "python at = next(i for i, l in enumerate(lines) if 'call' in l and '<next_fn>' in l)",
+                          "python print('OTHER_RA ' + lines[at + 1].split()[0])", "kill"], tmp_path)
+    frames = probe.frames("probe")
+    assert [f.name for f in frames] == ["stop_here", "die", "caller", "outer", "main"], frames
+    next_fn = int(re.search(r"^NEXT_FN (0x[0-9a-f]+)$", probe, re.M).group(1), 16)
+    assert frames[2].pc == next_fn, (frames, hex(next_fn))        # (the layout the test needs)
+    other = int(re.search(r"^OTHER_RA (0x[0-9a-f]+)$", probe, re.M).group(1), 16)
+    assert other != frames[4].pc, probe
+    write = "python gdb.selected_inferior().write_memory(%d, (%d).to_bytes(8, 'little'))" % (frames[3].cfa - 8, other)
+    steps = ["break stop_here", "run", "frame 1", write, "mark bt-%s", "bt", "mark end-%s", "frames-dump %s",
+             "delete", "kill"]
+    lines = [*head, "file %s" % orig, *[c % "dwarf" if "%s" in c else c for c in steps],
+             "source %s" % PLUGIN, "file %s" % noeh, *[c % "sf" if "%s" in c else c for c in steps]]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    ref = out.frames("dwarf")
+    assert [(f.name, f.pc) for f in ref][3:] == [("outer", frames[3].pc), ("main", other)], ref
+    check_same(ref, out.frames("sf"), ("die", "caller", "outer"))     # (unwound anew)
+    # `bt` goes on from the frames GDB kept
+    bt = {kind: re.findall(r"^#\d+ +(?:(0x[0-9a-f]+) in )?(\w+|\?\?) \(", out.between("bt-" + kind, "end-" + kind), re.M)
+          for kind in ("dwarf", "sf")}
+    assert [name for _pc, name in bt["dwarf"]] == [f.name for f in ref] and int(bt["dwarf"][4][0], 16) == other, bt
+    assert bt["sf"] == bt["dwarf"], bt
+
+
 # A program stopped in libc (CFI) called from its own code, with a library of SFrame-only code
 # loaded (so that the unwinder is active beside the program's CFI).
 TWO_BUILDS_C = r"""
