@@ -245,16 +245,23 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _read(self, addr, size):
         return self._inferior.read_memory(addr, size)
 
-    def _full(self, level, arch, abi):
-        """Are all registers of the pending frame at `level` valid (topmost, or interrupted by a
-        signal, or below only inline/dummy frames)?  Decided from what this unwinder saw of the
-        frames below it during the same unwind."""
+    def _full(self, level, pc, abi):
+        """Are all registers of the pending frame at `level` (its PC `pc`) valid (topmost, or
+        interrupted by a signal, or below only inline frames, or above a dummy frame: the
+        registers GDB saved when it called a function)?  Decided from what this unwinder saw of
+        the frames below it during the same unwind."""
         if level == 0:
             return True
         k = level - 1
         while k >= 0:
             rec = self._level_record(k)
             if rec is not None:
+                if k < level - 1:
+                    # Frames of GDB's own between (none this unwinder's): inline frames, whose
+                    # outer frame has the PC of the caller given at k, or a dummy frame.
+                    given = self._given.get(k)
+                    if (given is None or given[2].pc != pc) and _dummy_between(k + 1, level - 1):
+                        return True
                 if rec[0] == OURS:
                     return False
                 return self._is_trampoline(rec[1], abi)
@@ -512,7 +519,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if abi is None:
             return ("%s has SFrame for another architecture" % module.path, True)
         if full is None:
-            full = self._full(level, arch, abi)
+            full = self._full(level, pc, abi)
         if self.plugin.mode is Mode.AUTO:
             why = self._dwarf_takes(ms, module, level, pc, full)
             if why is not None:
@@ -679,6 +686,23 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
 
 INTERNAL_ERROR = "internal error: "     # how a problem caused by an exception in the plugin begins
+
+
+def _dummy_between(lo, hi):
+    """Is a frame at levels lo..hi (all built, none this unwinder's) a dummy frame (a function GDB
+    called stopped inside)?  Walks GDB's frames from the newest: rare (see _full)."""
+    try:
+        f = gdb.newest_frame()
+        while f is not None:
+            level = f.level()
+            if level >= lo and f.type() == gdb.DUMMY_FRAME:
+                return True
+            if level >= hi:
+                return False
+            f = f.older()         # (never the frame above hi: the one GDB is unwinding)
+    except gdb.error:
+        pass
+    return False
 
 
 def _level(pf):

@@ -1116,6 +1116,44 @@ def test_memory_written_from_python(roots, tmp_path, gdb, toolchain):
     assert bt["sf"] == bt["dwarf"], bt
 
 
+
+# Calls GDB makes that stop inside the called function (at a breakpoint): the error is expected.
+CALL = """python
+try:
+    gdb.execute("call %s")
+except gdb.error as exc:
+    print("CALL STOPPED", str(exc).splitlines()[0])
+end"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_frames_above_a_dummy_frame(roots, tmp_path, gdb, toolchain):
+    """Stopped at next_fn's first byte, GDB calls a function that stops at a breakpoint: above the
+    dummy frame, next_fn has the registers GDB saved (its PC not a return address): it is looked
+    up at its PC, not PC - 1 (caller's last byte: another CFA rule, and main was lost).  Below the
+    dummy frame, the SFrame-only caller -> die -> stop_here, or libc's getpid (CFI)."""
+    tc = T.toolchain(toolchain)
+    orig, noeh = twin_paths(tmp_path, "noret", {"noret.c": NORETURN_C})
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-falign-functions=1", "-fno-reorder-functions",
+                  "-Wa,--gsframe", "-o", str(orig), "noret.c"], cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    steps = ["break *next_fn", "run", "break stop_here", CALL % "caller(1)", "frames-dump %s-sframe", "kill",
+             "run", "break getpid", CALL % "(int)getpid()", "frames-dump %s-cfi", "delete", "kill"]
+    lines = ["set startup-with-shell off", "set print frame-arguments none", "file %s" % orig,
+             *[c % "dwarf" if "%s" in c else c for c in steps],
+             "source %s" % PLUGIN, "file %s" % noeh, *[c % "sf" if "%s" in c else c for c in steps]]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    assert out.count("CALL STOPPED") == 4, out
+    ref = out.frames("dwarf-sframe")
+    assert [f.name for f in ref] == ["stop_here", "die", "caller", "??", "next_fn", "main"], ref
+    check_same(ref, out.frames("sf-sframe"), ("die", "caller", "next_fn"))
+    ref = out.frames("dwarf-cfi")
+    names = [f.name for f in ref]
+    assert names[-3:] == ["??", "next_fn", "main"] and "getpid" in names[0], ref
+    check_same(ref, out.frames("sf-cfi"), ("next_fn",))
+
+
 # A program stopped in libc (CFI) called from its own code, with a library of SFrame-only code
 # loaded (so that the unwinder is active beside the program's CFI).
 TWO_BUILDS_C = r"""
