@@ -43,6 +43,6 @@ SWITCHES = ("maintenance set dwarf unwinders", "maintenance frame-unwinder enabl
 
 def watch(body):
     """Make GDB run the command `body` after each command that turns its DWARF unwinders on or
-    off (see hooks).  True when every such command this GDB has is hooked."""
+    off (see hooks).  The commands hooked when every such command this GDB has is, else False."""
     present = [c for c in SWITCHES if hooks.subcommands(c)]
-    return bool(present) and all([hooks.hook(c, body) for c in present])
+    return bool(present) and all([hooks.hook(c, body) for c in present]) and present

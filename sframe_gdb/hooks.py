@@ -26,25 +26,43 @@ def subcommands(name):
     return tuple(found)
 
 
+def _where(command, post):
+    words = command.split()
+    return ("%s %s-%s" % (" ".join(words[:-1]), "hookpost" if post else "hook", words[-1])).strip()
+
+
+def _defined(where):
+    """The text of the user-defined command `where`, or None."""
+    try:
+        return gdb.execute("show user %s" % where, to_string=True)
+    except gdb.error:
+        return None
+
+
 def hook(command, body, post=True):
     """Make GDB run the command `body` after (`post`) or before each `command` (its full name).
     True when the hook is ours (defined now or earlier); False when GDB has no such command, the
     user has a hook of their own there (it is kept), or GDB refused ours."""
-    words = command.split()
-    prefix, name = " ".join(words[:-1]), words[-1]
     try:
         gdb.execute("help %s" % command, to_string=True)
     except gdb.error:
         return False                      # not a command of this GDB
-    where = ("%s %s-%s" % (prefix, "hookpost" if post else "hook", name)).strip()
-    try:
-        old = gdb.execute("show user %s" % where, to_string=True)
-    except gdb.error:
-        old = None
+    where = _where(command, post)
+    old = _defined(where)
     if old is not None:
         return body in old
     try:
         gdb.execute("define %s\n%s\nend" % (where, body), to_string=True)
     except gdb.error:
         return False
+    return True
+
+
+def still_ours(commands, body, post=True):
+    """Are the hooks `hook` set on `commands` still ours (a hook the user defines later replaces
+    it, GDB asking "Redefine command?")?"""
+    for command in commands:
+        old = _defined(_where(command, post))
+        if old is None or body not in old:
+            return False
     return True

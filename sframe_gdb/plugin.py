@@ -20,6 +20,8 @@ class Plugin:
         self.callee_saved = True      # set sframe callee-saved: recover the caller's callee-saved registers
         self.maybe = True             # may a loaded objfile have SFrame (the tracker says when not)
         self.watched = False          # do hooks tell us when GDB's DWARF unwinders are turned on or off
+        self._dwarf_hooked = ()       # the commands those hooks are on
+        self._replacers = []          # the commands whose pre-hooks tell the unwinder the registers were replaced
         self.tracker = Tracker(self.log, self._may_have_sframe)
         self.unwinder = SFrameUnwinder(self)
 
@@ -80,6 +82,19 @@ class Plugin:
         self.unwinder.forget_dwarf_state()
         self.wake()
 
+    def check_hooks(self, *_):
+        """Before a prompt: a hook the user defined since, in place of one of ours, turns on what
+        the plugin does where it has none (asking about GDB's DWARF unwinders at each unwind;
+        checking each frame against the caller given)."""
+        try:
+            if self.watched and not hooks.still_ours(self._dwarf_hooked, HOOK):
+                self.watched = False
+                self.wake()
+            if not self.unwinder.verify and not hooks.still_ours(self._replacers, REPLACED_HOOK, post=False):
+                self.unwinder.verify = True
+        except Exception as exc:
+            self.log("checking the hooks: %s" % exc)
+
     def install(self):
         self.tracker.connect()
         self.tracker.scan()
@@ -92,13 +107,21 @@ class Plugin:
                 registry.connect(handler)
         # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: hooks on them tell
         # us, and where they cannot be set, look again at each prompt and each unwind.
-        self.watched = dwarf.watch(HOOK)
+        self._dwarf_hooked = dwarf.watch(HOOK) or ()
+        self.watched = bool(self._dwarf_hooked)
         # `record goto`, `tfind` and `restart` give the thread other registers and GDB unwinds
         # anew, with no event: pre-hooks drop the unwinder's records (the command prints a frame).
-        hooked = [hooks.hook(c, REPLACED_HOOK, post=False) for name in REPLACERS for c in hooks.subcommands(name)]
+        self._replacers = [c for name in REPLACERS for c in hooks.subcommands(name)]
+        hooked = [hooks.hook(c, REPLACED_HOOK, post=False) for c in self._replacers]
         self.unwinder.verify = not (hooked and all(hooked))
+        # A hook the user defines later replaces ours (GDB asks "Redefine command?"): checked
+        # after each `define`, and before each prompt.
+        hooks.hook("define", DEFINED_HOOK)
         if hasattr(gdb.events, "before_prompt"):
             gdb.events.before_prompt.connect(self.unwinder.forget_dwarf_state)
+            gdb.events.before_prompt.connect(self.check_hooks)
+        if hasattr(gdb.events, "inferior_call"):
+            gdb.events.inferior_call.connect(self.unwinder.inferior_call)
         for name in ("stop", "before_prompt", "gdb_exiting"):       # where GDB is between lines
             registry = getattr(gdb.events, name, None)
             if registry is not None:
@@ -118,6 +141,15 @@ HOOK = 'python __import__("sframekit.sframe_gdb.plugin", fromlist=["_"]).dwarf_s
 # their pre-hooks run.
 REPLACERS = ("record goto", "tfind", "restart")
 REPLACED_HOOK = 'python __import__("sframekit.sframe_gdb.plugin", fromlist=["_"]).registers_replaced()'
+
+
+DEFINED_HOOK = 'python __import__("sframekit.sframe_gdb.plugin", fromlist=["_"]).defined()'
+
+
+def defined():
+    """The post-hook on `define`: are our hooks still ours?"""
+    if _PLUGIN is not None:
+        _PLUGIN.check_hooks()      # (never raises)
 
 
 def registers_replaced():

@@ -106,6 +106,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._thread = None       # the gdb.InferiorThread whose frames the current unwind is of
         self._progspace = None    # its program space (what _cfi_both, _uncovered and _tramp are of)
         self.verify = True        # check that a frame GDB asks about is the caller given it (Plugin.install)
+        self._called_at = {}      # PC -> SPs where GDB called a function in the inferior (see _full)
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -245,28 +246,53 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _read(self, addr, size):
         return self._inferior.read_memory(addr, size)
 
-    def _full(self, level, pc, abi):
-        """Are all registers of the pending frame at `level` (its PC `pc`) valid (topmost, or
-        interrupted by a signal, or below only inline frames, or above a dummy frame: the
-        registers GDB saved when it called a function)?  Decided from what this unwinder saw of
-        the frames below it during the same unwind."""
+    def _full(self, level, pc, abi, pf):
+        """Are all registers of the pending frame `pf` at `level` (its PC `pc`) valid (topmost, or
+        interrupted by a signal, or below only inline frames, or above a dummy frame: GDB called
+        a function there, and restores the registers it saved)?  Decided from what this
+        unwinder saw of the frames below it during the same unwind, and the calls GDB made."""
         if level == 0:
             return True
         k = level - 1
         while k >= 0:
             rec = self._level_record(k)
             if rec is not None:
-                if k < level - 1:
-                    # Frames of GDB's own between (none this unwinder's): inline frames, whose
-                    # outer frame has the PC of the caller given at k, or a dummy frame.
+                if k < level - 1 and pc in self._called_at:
+                    # GDB's own frames between (none this unwinder's): inline frames, whose outer
+                    # frame has the PC of the caller given at k, or a dummy frame.  (GDB's Frame
+                    # API cannot tell: asked from a sniffer, GDB 13 stops on an internal error.)
                     given = self._given.get(k)
-                    if (given is None or given[2].pc != pc) and _dummy_between(k + 1, level - 1):
+                    if (given is None or given[2].pc != pc) and self._called_from(pf, pc):
                         return True
                 if rec[0] == OURS:
                     return False
                 return self._is_trampoline(rec[1], abi)
             k -= 1
         return True
+
+    def _called_from(self, pf, pc):
+        """Did GDB call a function from a frame with this PC and the pending frame's SP?"""
+        arch = self._arch(pf)
+        return arch is not None and int(pf.read_register(arch.sp)) & MASK64 in self._called_at[pc]
+
+    def inferior_call(self, event):
+        """Before GDB calls a function in the inferior: the PC and SP it will restore, for the
+        frame above the dummy frame (see _full).  Bounded; an old record matches only a frame
+        GDB restored to that very PC and SP."""
+        try:
+            if not isinstance(event, gdb.InferiorCallPreEvent):
+                return
+            frame = gdb.newest_frame()
+            arch = archmod.lookup(frame.architecture().name())
+            if arch is None:
+                return
+            pc, sp = int(frame.pc()) & MASK64, int(frame.read_register(arch.sp)) & MASK64
+        except Exception as exc:
+            self.plugin.log("inferior call: %s" % exc)
+            return
+        if len(self._called_at) >= 256:
+            self._called_at = {}
+        self._called_at.setdefault(pc, set()).add(sp)
 
     def _is_trampoline(self, pc, abi):
         t = self._tramp.get(pc)
@@ -363,6 +389,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                     # have gone on at.
                     self._new_unwind()
                     self._seen = _FRESH
+            elif (self.verify and self._next is not None and level > self._next and level > self._seen
+                  and not self._same_frame(pf)):
+                # (the same, GDB beginning above more inline frames: not the caller given either)
+                self._new_unwind()
+                self._seen = _FRESH
             if level <= self._seen:
                 # A new unwind: GDB asks about each level once per unwind, innermost first, from
                 # level 0 or, where GDB's inline-frame unwinder takes the top frames, from a later one.
@@ -378,7 +409,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 if self._idle:
                     if self._given or self._last or self._levels or self.problems:
                         self._new_unwind()         # a previous unwind's records are not this one's
-                    if self.plugin.watched and len(gdb.inferiors()) == 1:
+                    if self.plugin.watched and sum(1 for i in gdb.inferiors() if i.pid) <= 1:
                         # Nothing can make it active but what wakes it (Plugin.wake): GDB need
                         # not call it until then.  (With another inferior, selecting it may:
                         # `inferior 2` in a script, or from Python, tells of it by no event.)
@@ -469,7 +500,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             if cfi is not None and self.dwarf_enabled():
                 return self._decline(level, pc, _DWARF_COVERS, detail=cfi)
         self._inferior = gdb.selected_inferior()
-        verdict = self._verdict(ms, arch, level, pc, None)
+        verdict = self._verdict(ms, arch, level, pc, None, pf)
         if isinstance(verdict[0], str):
             return self._decline(level, pc, *verdict)
         found, abi, full = verdict
@@ -502,9 +533,10 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         except ValueError:        # GDB 13: a frame of another gdbarch refuses the descriptors
             return False
 
-    def _verdict(self, ms, arch, level, pc, full):
+    def _verdict(self, ms, arch, level, pc, full, pf=None):
         """((index, module), ABIInfo, full) if this unwinder takes the frame at `level`, else
-        (why not, always log it?).  `full`: are all its registers valid (None: find out)."""
+        (why not, always log it?).  `full`: are all its registers valid (None: find out, from
+        the pending frame `pf`)."""
         found = ms.find(pc)
         if found is None and level > 0:
             found = ms.find(lookup_address(pc, True))
@@ -519,7 +551,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if abi is None:
             return ("%s has SFrame for another architecture" % module.path, True)
         if full is None:
-            full = self._full(level, pc, abi)
+            full = self._full(level, pc, abi, pf)
         if self.plugin.mode is Mode.AUTO:
             why = self._dwarf_takes(ms, module, level, pc, full)
             if why is not None:
@@ -686,23 +718,6 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
 
 INTERNAL_ERROR = "internal error: "     # how a problem caused by an exception in the plugin begins
-
-
-def _dummy_between(lo, hi):
-    """Is a frame at levels lo..hi (all built, none this unwinder's) a dummy frame (a function GDB
-    called stopped inside)?  Walks GDB's frames from the newest: rare (see _full)."""
-    try:
-        f = gdb.newest_frame()
-        while f is not None:
-            level = f.level()
-            if level >= lo and f.type() == gdb.DUMMY_FRAME:
-                return True
-            if level >= hi:
-                return False
-            f = f.older()         # (never the frame above hi: the one GDB is unwinding)
-    except gdb.error:
-        pass
-    return False
 
 
 def _level(pf):

@@ -1023,7 +1023,7 @@ INSN_NUMBER = ('python %s = re.search(r"Current instruction number is (\\d+)", '
                'gdb.execute("info record", to_string=True)).group(1)')
 
 
-@pytest.mark.parametrize("own_hook", [False, True], ids=["hooked", "own-hook"])
+@pytest.mark.parametrize("own_hook", [None, "before", "after"], ids=["hooked", "own-hook", "own-hook-later"])
 @pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
 def test_registers_changed_without_an_event(roots, tmp_path, gdb, toolchain, own_hook):
     """`record goto` gives the thread other registers and GDB unwinds anew, with no event the
@@ -1032,13 +1032,15 @@ def test_registers_changed_without_an_event(roots, tmp_path, gdb, toolchain, own
     r(0) at X): GDB asks first about frame #1, the very level the last unwind would have gone on
     at, and a frame with the same PC as the caller prepared for it, but another SP.  The unwinder
     unwinds it anew: its pre-hook on `record goto` drops its records, and where the user has a
-    hook of their own there, it checks each frame it is asked about against the caller it gave
+    hook of their own there (defined before the plugin is loaded, or after: replacing its own), it
+    checks each frame it is asked about against the caller it gave
     (without either it gives the prepared callers: one r too few)."""
     tc = T.toolchain(toolchain)
     orig, noeh = twin_paths(tmp_path, "rec", {"rec.c": RECORD_C})
     T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), "rec.c"],
              cwd=tmp_path, check=True)
     T.strip_eh(tc, orig, noeh)
+    own = ["define record hook-goto", "echo own hook\\n", "end"]
     steps = ["break start_rec", "run", "record full", "break stop_here", "continue", "python import re",
              "break r if $rdi == 0", "reverse-continue", INSN_NUMBER % "a", "delete", RETURN_ADDRESS,
              "break *$ret", "continue", INSN_NUMBER % "b", "frames-dump %s-at-x-first",
@@ -1046,8 +1048,8 @@ def test_registers_changed_without_an_event(roots, tmp_path, gdb, toolchain, own
              "frames-dump %s-at-x", "delete", "kill"]
     lines = ["set startup-with-shell off", "set print entry-values no", "set print frame-arguments none",
              "file %s" % orig, *[c % "dwarf" if "%s" in c else c for c in steps],
-             *(["define record hook-goto", "echo own hook\\n", "end"] if own_hook else []),
-             "source %s" % PLUGIN, "file %s" % noeh, *[c % "sf" if "%s" in c else c for c in steps]]
+             *(own if own_hook == "before" else []), "source %s" % PLUGIN, *(own if own_hook == "after" else []),
+             "file %s" % noeh, *[c % "sf" if "%s" in c else c for c in steps]]
     out = run_gdb(gdb, lines, tmp_path)
     assert "Traceback" not in out and "Python Exception" not in out, out
     ref = out.frames("dwarf-at-x")
@@ -1152,6 +1154,39 @@ def test_frames_above_a_dummy_frame(roots, tmp_path, gdb, toolchain):
     names = [f.name for f in ref]
     assert names[-3:] == ["??", "next_fn", "main"] and "getpid" in names[0], ref
     check_same(ref, out.frames("sf-cfi"), ("next_fn",))
+
+
+
+INLINE_CALLS_LIBC_C = r"""
+#include <unistd.h>
+volatile int g;
+static inline __attribute__((always_inline)) void helper(void) { g += getpid(); g++; }
+__attribute__((noinline)) void outer(void) { helper(); g++; }
+int main(void) { outer(); g++; return 0; }
+"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", COMMAND_CASES, ids=["%s-%s" % c for c in COMMAND_CASES])
+def test_inline_frame_above_a_declined_one(roots, tmp_path, gdb, toolchain):
+    """getpid (libc's CFI: declined) called from an inline function of SFrame-only code: GDB asks
+    about #2 (outer) while it works out #1's (the inline frame's) id.  Nothing the unwinder does
+    then may touch GDB's frames (walking them there, GDB 13 stopped on an internal error)."""
+    tc = T.toolchain(toolchain)
+    orig, noeh = twin_paths(tmp_path, "inl", {"inl.c": INLINE_CALLS_LIBC_C})
+    T.run_in(tc, [tc.cc, "-g", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-o", str(orig), "inl.c"],
+             cwd=tmp_path, check=True)
+    T.strip_eh(tc, orig, noeh)
+    steps = ["break getpid", "run", "mark bt-%s", "bt", "mark end-%s", "frames-dump %s", "delete", "kill"]
+    lines = ["set startup-with-shell off", "file %s" % orig, *[c % "dwarf" if "%s" in c else c for c in steps],
+             "source %s" % PLUGIN, "file %s" % noeh, *[c % "sf" if "%s" in c else c for c in steps]]
+    out = run_gdb(gdb, lines, tmp_path)
+    assert "internal-error" not in out and "Traceback" not in out and "Python Exception" not in out, out
+    ref = out.frames("dwarf")
+    assert [f.name for f in ref][1:] == ["helper", "outer", "main"], ref
+    check_same(ref, out.frames("sf"), ("outer",))
+    bt = {kind: re.findall(r"^#\d+ +(?:0x[0-9a-f]+ in )?(\w+) \(", out.between("bt-" + kind, "end-" + kind), re.M)
+          for kind in ("dwarf", "sf")}
+    assert bt["sf"] == bt["dwarf"] and bt["dwarf"][1:] == ["helper", "outer", "main"], bt
 
 
 # A program stopped in libc (CFI) called from its own code, with a library of SFrame-only code
