@@ -60,9 +60,8 @@ def hook(command, body, post=True):
 
 def still_ours(commands, body, post=True):
     """Are the hooks `hook` set on `commands` still ours (a hook the user defines later replaces
-    it, GDB asking "Redefine command?")?"""
-    for command in commands:
-        old = _defined(_where(command, post))
-        if old is None or body not in old:
-            return False
-    return True
+    it, GDB asking "Redefine command?")?  One `show user` for all of them."""
+    text = _defined("")
+    if text is None:
+        return False
+    return all('User command "%s":\n  %s\n' % (_where(c, post), body) in text for c in commands)

@@ -101,7 +101,7 @@ class Plugin:
         gdb.unwinder.register_unwinder(None, self.unwinder, replace=True)
         gdb.events.cont.connect(self.unwinder.resumed)
         for name, handler in (("memory_changed", self.unwinder.memory_changed), ("register_changed", self.unwinder.reset),
-                              ("new_thread", self.unwinder.reset), ("exited", self.unwinder.reset)):
+                              ("new_thread", self.unwinder.reset), ("exited", self.unwinder.exited)):
             registry = getattr(gdb.events, name, None)
             if registry is not None:
                 registry.connect(handler)
@@ -115,8 +115,10 @@ class Plugin:
         hooked = [hooks.hook(c, REPLACED_HOOK, post=False) for c in self._replacers]
         self.unwinder.verify = not (hooked and all(hooked))
         # A hook the user defines later replaces ours (GDB asks "Redefine command?"): checked
-        # after each `define`, and before each prompt.
-        hooks.hook("define", DEFINED_HOOK)
+        # after each `define` at a script's or the prompt's top level (not one inside `if` or
+        # `while`), and before each prompt.  Without the hook on `define`, each frame is checked.
+        if not hooks.hook("define", DEFINED_HOOK):
+            self.unwinder.verify = True
         if hasattr(gdb.events, "before_prompt"):
             gdb.events.before_prompt.connect(self.unwinder.forget_dwarf_state)
             gdb.events.before_prompt.connect(self.check_hooks)

@@ -106,7 +106,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._thread = None       # the gdb.InferiorThread whose frames the current unwind is of
         self._progspace = None    # its program space (what _cfi_both, _uncovered and _tramp are of)
         self.verify = True        # check that a frame GDB asks about is the caller given it (Plugin.install)
-        self._called_at = {}      # PC -> SPs where GDB called a function in the inferior (see _full)
+        self._called_at = {}      # PC -> {SP: count} where GDB called a function in the inferior (see _full)
+        self._calls = []          # (PC, SP) of the calls GDB is making (nested), innermost last
 
     # -- bookkeeping ------------------------------------------------------------------------
 
@@ -273,26 +274,46 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _called_from(self, pf, pc):
         """Did GDB call a function from a frame with this PC and the pending frame's SP?"""
         arch = self._arch(pf)
-        return arch is not None and int(pf.read_register(arch.sp)) & MASK64 in self._called_at[pc]
+        try:
+            return arch is not None and int(pf.read_register(arch.sp)) & MASK64 in self._called_at[pc]
+        except ValueError:        # (GDB 13: a frame of another gdbarch)
+            return False
 
     def inferior_call(self, event):
-        """Before GDB calls a function in the inferior: the PC and SP it will restore, for the
-        frame above the dummy frame (see _full).  Bounded; an old record matches only a frame
-        GDB restored to that very PC and SP."""
+        """GDB calls a function in the inferior.  Before: the PC and SP it will restore, for the
+        frame above the dummy frame (see _full).  After: if the call returned (the dummy frame
+        is the newest, about to be popped), they go; if it stopped inside, they stay until the
+        process exits.  Bounded."""
         try:
-            if not isinstance(event, gdb.InferiorCallPreEvent):
-                return
-            frame = gdb.newest_frame()
-            arch = archmod.lookup(frame.architecture().name())
-            if arch is None:
-                return
-            pc, sp = int(frame.pc()) & MASK64, int(frame.read_register(arch.sp)) & MASK64
+            if isinstance(event, gdb.InferiorCallPreEvent):
+                frame = gdb.newest_frame()
+                arch = archmod.lookup(frame.architecture().name())
+                if arch is None:
+                    return
+                site = (int(frame.pc()) & MASK64, int(frame.read_register(arch.sp)) & MASK64)
+                self._calls.append(site)
+                if len(self._called_at) >= 256:
+                    self._called_at = {}
+                sps = self._called_at.setdefault(site[0], {})
+                sps[site[1]] = sps.get(site[1], 0) + 1
+            elif self._calls:
+                site = self._calls.pop()
+                if gdb.newest_frame().type() == gdb.DUMMY_FRAME:
+                    sps = self._called_at.get(site[0], {})
+                    if sps.get(site[1], 0) > 1:
+                        sps[site[1]] -= 1
+                    else:
+                        sps.pop(site[1], None)
+                        if not sps:
+                            self._called_at.pop(site[0], None)
         except Exception as exc:
             self.plugin.log("inferior call: %s" % exc)
-            return
-        if len(self._called_at) >= 256:
-            self._called_at = {}
-        self._called_at.setdefault(pc, set()).add(sp)
+
+    def exited(self, *_):
+        """The process exited: its calls with it."""
+        self.reset()
+        self._called_at = {}
+        self._calls = []
 
     def _is_trampoline(self, pc, abi):
         t = self._tramp.get(pc)
