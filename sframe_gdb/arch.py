@@ -94,8 +94,7 @@ class Arch:
             self.ids[name] = (descs.get(name, name), own)
         self.pc_ids = tuple(self.ids[n] for n in self.pc_names)
         self.sp_id = self.ids[self.sp][0]
-        if self.pc_id is None:
-            self.pc_id = descs.get(self.pc, self.pc)
+        self.read_pc_by(pf)
         self.regids = {r: self.ids[n] for r, n in regnames.items() if n is not None}
         self.regids_for = abi
         self.shapes = {}

@@ -40,13 +40,9 @@ def _defined(where):
 
 
 def hook(command, body, post=True):
-    """Make GDB run the command `body` after (`post`) or before each `command` (its full name).
-    True when the hook is ours (defined now or earlier); False when GDB has no such command, the
-    user has a hook of their own there (it is kept), or GDB refused ours."""
-    try:
-        gdb.execute("help %s" % command, to_string=True)
-    except gdb.error:
-        return False                      # not a command of this GDB
+    """Make GDB run the command `body` after (`post`) or before each `command` (its full name, a
+    command of this GDB: see subcommands).  True when the hook is ours (defined now or earlier);
+    False when the user has a hook of their own there (it is kept), or GDB refused ours."""
     where = _where(command, post)
     old = _defined(where)
     if old is not None:

@@ -106,7 +106,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._thread = None       # the gdb.InferiorThread whose frames the current unwind is of
         self._progspace = None    # its program space (what _cfi_both, _uncovered and _tramp are of)
         self.verify = True        # check that a frame GDB asks about is the caller given it (Plugin.install)
-        self._called_at = {}      # PC -> {SP: count} where GDB called a function in the inferior (see _full)
+        self._called_at = {}      # PC -> [SP, one per call] where GDB called a function in the inferior (see _full)
         self._calls = []          # (PC, SP) of the calls GDB is making (nested), innermost last
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -123,11 +123,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         drops them, and GDB begins a new unwind), and so do the records of their levels: a frame
         above them is a caller, not the topmost (reset, GDB asking on at frame #2, took it for
         the topmost, looked it up at its return address, and found the next function there)."""
-        self._ready = {}
-        self._ahead = {}
-        self._verdicts = {}
-        for walker in self._walkers.values():
-            walker.new_unwind()
+        self._forget_ahead()
 
     def resumed(self, *_):
         """The inferior runs on: forget this unwind, and the register-sized values made for its
@@ -140,17 +136,21 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _new_unwind(self):
         self._levels = {}
-        self._ahead = {}
-        self._ready = {}
+        self._forget_ahead()
         self._shift = 0
         self._given = {}
         self._next = None
         self._chunk = None
-        self._verdicts = {}
         self._last = {}
         self.problems = {}
         if not self.plugin.watched:
             self._dwarf = None    # (asked again for each unwind, where no hook tells of a change)
+
+    def _forget_ahead(self):
+        """Drop what was unwound ahead of GDB, and what it was unwound from (memory read, verdicts)."""
+        self._ahead = {}
+        self._ready = {}
+        self._verdicts = {}
         for walker in self._walkers.values():
             walker.new_unwind()
 
@@ -294,18 +294,14 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 self._calls.append(site)
                 if len(self._called_at) >= 256:
                     self._called_at = {}
-                sps = self._called_at.setdefault(site[0], {})
-                sps[site[1]] = sps.get(site[1], 0) + 1
+                self._called_at.setdefault(site[0], []).append(site[1])
             elif self._calls:
-                site = self._calls.pop()
-                if gdb.newest_frame().type() == gdb.DUMMY_FRAME:
-                    sps = self._called_at.get(site[0], {})
-                    if sps.get(site[1], 0) > 1:
-                        sps[site[1]] -= 1
-                    else:
-                        sps.pop(site[1], None)
-                        if not sps:
-                            self._called_at.pop(site[0], None)
+                pc, sp = self._calls.pop()
+                sps = self._called_at.get(pc)
+                if sps and sp in sps and gdb.newest_frame().type() == gdb.DUMMY_FRAME:
+                    sps.remove(sp)
+                    if not sps:
+                        del self._called_at[pc]
         except Exception as exc:
             self.plugin.log("inferior call: %s" % exc)
 
