@@ -15,22 +15,30 @@ and with it sourced, each the best of 7 in its GDB, the two GDBs taking turns fo
    the plugin is active and must decline every frame of the CFI modules (target <= 1.2).
 
 Two GDB processes differ by more than the plugin (heap, layout): on this 2-core VM the best of 7 of
-`bt` moves by 10-20 % between two runs of the same GDB.  So the plugin's GDB also times pairs in
-itself (`bench-pair`): the plugin's unwinder taken out of GDB's list, then put back (the order
-alternates), the ratio per pair, the median of 9 pairs per run: what the unwinder costs per frame
-with everything else equal.
+`bt` moves by 10-20 % between two runs of the same GDB.  So the plugin's GDB also times rounds in
+itself (`bench-pair`): no Python unwinder, the floor, and the plugin's unwinder, each in GDB's list
+alone (the order rotates), the ratio against none per round, the median of 9 rounds per run: what
+an unwinder costs per frame with everything else equal.
+
+The floor is the least any Python unwinder costs that must learn a frame's PC to decline it: it
+reads the PC the cheapest way the GDB allows (`PendingFrame.pc()`, GDB 14+; before, the PC
+register by its descriptor, and the value made an int) and declines.  In the mixed case the
+plugin can at best match it; what it adds is plugin/floor.
 
 GDB 13 is the host's, GDB 16 the trixie root's, GDB 18 the sid root's; each runs the program built
 by its own toolchain.
 
-    /usr/bin/python3 bench/bench_zerocost.py --count [--gdb ...] [--threads 8]
+    /usr/bin/python3 bench/bench_zerocost.py --count [--cache] [--gdb ...] [--threads 8]
 
 counts instead of timing: each GDB runs under callgrind, and the instructions it executes in one
 `thread apply all bt` and one frame walk (after one of each to warm up; a client request zeroes
 callgrind's counters before and dumps them after) are compared, GDB without the plugin against GDB
-with it.  An instruction count does not move with the machine's load: the same GDB and stop give
-the same count to a few parts in 100,000, so one run of each is the figure.  It is not the time
-(the plugin's Python runs at fewer instructions per cycle than GDB's C), so both are reported.
+with the floor (mixed case) and with the plugin.  An instruction count does not move with the
+machine's load: the same GDB and stop give the same count to a few parts in 100,000, so one run of
+each is the figure.  It is not the time (Python runs at fewer instructions per cycle than GDB's C),
+so both are reported.  With --cache, callgrind also simulates the caches and branch predictors and
+the figure includes the usual cycle estimate, instructions + 10 x (first-level cache misses +
+mispredicted branches) + 100 x last-level misses: still independent of the load, closer to time.
 """
 
 import argparse
@@ -93,6 +101,7 @@ __attribute__((noinline)) int lib_f(int x) { char b[32]; b[x & 7] = x; return b[
 TIMER = r'''
 import time
 import gdb
+import gdb.unwinder
 
 def _flush():
     gdb.execute("maint flush register-cache", to_string=True)
@@ -165,40 +174,71 @@ class Time(gdb.Command):
 Time()
 
 
-def _set_present(ours, present):
-    for u in ours:
-        if present and u not in gdb.frame_unwinders:
-            gdb.frame_unwinders.insert(0, u)
-        elif not present and u in gdb.frame_unwinders:
+class Floor(gdb.unwinder.Unwinder):
+    """The least a Python unwinder costs that must learn a frame's PC to decline it: the PC read
+    the cheapest way this GDB allows, then None."""
+
+    def __init__(self):
+        super().__init__("bench-floor")
+        self.pc_desc = None
+
+    if hasattr(gdb.PendingFrame, "pc"):
+        def __call__(self, pf):
+            pf.pc()
+            return None
+    else:
+        def __call__(self, pf):
+            d = self.pc_desc
+            if d is None:
+                d = self.pc_desc = [r for r in pf.architecture().registers() if r.name in ("rip", "pc")][0]
+            int(pf.read_register(d))
+            return None
+
+
+FLOOR = Floor()
+
+
+def _floor_on():
+    gdb.frame_unwinders.insert(0, FLOOR)
+
+
+def _only(ours, unwinder):
+    """GDB's list of Python unwinders: `unwinder` alone (None: none) among the plugin's and the floor."""
+    for u in ours + [FLOOR]:
+        if u in gdb.frame_unwinders:
             gdb.frame_unwinders.remove(u)
+    if unwinder is not None:
+        gdb.frame_unwinders.insert(0, unwinder)
 
 
 class Pair(gdb.Command):
-    """bench-pair N: N pairs of timings in this one GDB, the plugin's unwinder taken out of GDB's
-    list for one and in it for the other (which first alternates): the same process, heap and
-    caches on both sides, so that only what the unwinder costs per frame differs.  Prints the
-    median of the N ratios."""
+    """bench-pair N: N rounds of timings in this one GDB: no Python unwinder, the floor's, the
+    plugin's (the order rotates from round to round): the same process, heap and caches for all,
+    so that only what an unwinder costs per frame differs.  Prints the median over the rounds of
+    the ratio against none, for the plugin and for the floor, and of plugin/floor."""
 
     def __init__(self):
         super().__init__("bench-pair", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
         ours = [u for u in gdb.frame_unwinders if getattr(u, "name", "") == "sframe"]
-        ratios = {"bt": [], "walk": []}
+        sides = [("none", None), ("floor", FLOOR), ("plugin", ours[0] if ours else None)]
+        ratios = {}
         for i in range(int(arg)):
             for what, fn in (("bt", _bt), ("walk", _walk)):
                 t = {}
-                for present in ((False, True) if i % 2 == 0 else (True, False)):
-                    _set_present(ours, present)
+                for name, unwinder in sides[i % 3:] + sides[:i % 3]:
+                    _only(ours, unwinder)
                     _flush()
                     start = time.perf_counter()
                     fn()
-                    t[present] = time.perf_counter() - start
-                ratios[what].append(t[True] / t[False])
-        _set_present(ours, True)
-        for what, r in ratios.items():
+                    t[name] = time.perf_counter() - start
+                for a, b in (("plugin", "none"), ("floor", "none"), ("plugin", "floor")):
+                    ratios.setdefault((what, a, b), []).append(t[a] / t[b])
+        _only(ours, ours[0] if ours else None)
+        for (what, a, b), r in ratios.items():
             r.sort()
-            gdb.write("PAIR %s %.4f %d\n" % (what, r[len(r) // 2], len(ours)))
+            gdb.write("PAIR %s %s/%s %.4f %d\n" % (what, a, b, r[len(r) // 2], len(ours)))
 
 Pair()
 '''
@@ -260,11 +300,14 @@ def build(root, work, count=False):
         _run(root, ["gcc", "-O2", "-shared", "-fPIC", "-o", "counter.so", "counter.c"], work)
 
 
-def _commands(work, plugin, threads, depth, lib, last):
+def _commands(work, who, threads, depth, lib, last):
+    """GDB's command line and script; `who`: "none", "floor" (the floor unwinder alone) or "plugin"."""
     lines = ["set pagination off", "set confirm off", "set print thread-events off", "set startup-with-shell off",
              "source %s" % (work / "timer.py")]
-    if plugin:
+    if who == "plugin":
         lines.append("source %s" % (REPO / "sframe_gdb.py"))
+    elif who == "floor":
+        lines.append("python _floor_on()")
     args = "%d %d%s" % (threads, depth, " %s" % (work / lib) if lib else "")
     lines += ["file %s" % (work / "prog"), "break ready", "run %s" % args] + last + ["kill"]
     (work / "cmds").write_text("\n".join(lines) + "\n")
@@ -274,36 +317,51 @@ def _commands(work, plugin, threads, depth, lib, last):
 def measure(root, work, plugin, threads, depth, lib):
     last = ["bench-time %s 7" % ("plugin" if plugin else "none")] + \
         (["bench-pair %d" % PAIRS, "info sframe"] if plugin else [])
-    out = _run(root, _commands(work, plugin, threads, depth, lib, last), work).stdout
+    out = _run(root, _commands(work, "plugin" if plugin else "none", threads, depth, lib, last), work).stdout
     times = {m.group(1).split("-", 1)[1]: float(m.group(2)) for m in re.finditer(r"^TIME (\S+) (\S+)$", out, re.M)}
     frames = re.search(r"^FRAMES \S+ (\d+)$", out, re.M)
     if len(times) != 2 or frames is None:
         raise SystemExit("the benchmark did not run:\n" + out[-3000:])
     state = re.search(r"^SFrame unwinder: (\w+)", out, re.M)
-    pairs = {m.group(1): float(m.group(2)) for m in re.finditer(r"^PAIR (\S+) (\S+) 1$", out, re.M)}
-    if plugin and len(pairs) != 2:
+    pairs = {(m.group(1), m.group(2)): float(m.group(3))
+             for m in re.finditer(r"^PAIR (\S+) (\S+) (\S+) 1$", out, re.M)}
+    if plugin and len(pairs) != 6:
         raise SystemExit("the paired benchmark did not run:\n" + out[-3000:])
     calls = re.search(r"^CALLS \S+ (\d+)$", out, re.M)
     return times, int(frames.group(1)), state.group(1) if state else "-", pairs, calls and int(calls.group(1))
 
 
-def count(root, work, plugin, threads, depth, lib):
-    """{"bt": instructions, "walk": instructions}, frames: what GDB executes, under callgrind."""
-    label = "plugin" if plugin else "none"
-    out_file = work / ("callgrind.%s" % label)
+# callgrind's cache and branch events and their weights in the usual cycle estimate
+_MISS_WEIGHTS = {"I1mr": 10, "D1mr": 10, "D1mw": 10, "Bcm": 10, "Bim": 10, "ILmr": 100, "DLmr": 100, "DLmw": 100}
+CACHE_SIM = ["--cache-sim=yes", "--branch-sim=yes"]
+
+
+def _figure(text, cycles):
+    """A callgrind dump's instructions, or with `cycles` its cycle estimate."""
+    events = re.search(r"^events: (.+)$", text, re.M).group(1).split()
+    totals = [int(x) for x in re.search(r"^totals: (.+)$", text, re.M).group(1).split()]
+    got = dict(zip(events, totals))
+    if not cycles:
+        return got["Ir"]
+    return got["Ir"] + sum(w * got.get(e, 0) for e, w in _MISS_WEIGHTS.items())
+
+
+def count(root, work, who, threads, depth, lib, cycles=False):
+    """{"bt": figure, "walk": figure}, frames, the unwinder's state: what GDB executes, under
+    callgrind; the figure is its instructions, or with `cycles` the cycle estimate."""
+    out_file = work / ("callgrind.%s" % who)
     for old in work.glob(out_file.name + "*"):
         old.unlink()
-    gdb_argv = _commands(work, plugin, threads, depth, lib,
-                         ["bench-count %s %s" % (label, work / "counter.so")] + (["info sframe"] if plugin else []))
-    out = _run(root, ["valgrind", "--tool=callgrind", "--trace-children=no", "--callgrind-out-file=%s" % out_file]
-               + gdb_argv, work).stdout
+    gdb_argv = _commands(work, who, threads, depth, lib,
+                         ["bench-count %s %s" % (who, work / "counter.so")] + (["info sframe"] if who == "plugin" else []))
+    out = _run(root, ["valgrind", "--tool=callgrind"] + (CACHE_SIM if cycles else []) +
+               ["--trace-children=no", "--callgrind-out-file=%s" % out_file] + gdb_argv, work).stdout
     counts = {}
     for dump in work.glob(out_file.name + ".*"):
         text = dump.read_text(errors="replace")
-        trigger = re.search(r"^desc: Trigger: Client Request: %s-(\w+)$" % label, text, re.M)
-        total = re.search(r"^totals: (\d+)", text, re.M)
-        if trigger and total:
-            counts[trigger.group(1)] = int(total.group(1))
+        trigger = re.search(r"^desc: Trigger: Client Request: %s-(\w+)$" % who, text, re.M)
+        if trigger:
+            counts[trigger.group(1)] = _figure(text, cycles)
     frames = re.search(r"^FRAMES \S+ (\d+)$", out, re.M)
     if set(counts) != {"bt", "walk"} or frames is None:
         raise SystemExit("the count did not run:\n" + out[-3000:])
@@ -312,6 +370,7 @@ def count(root, work, plugin, threads, depth, lib):
 
 
 def main_count(args):
+    unit = "estimated cycles (callgrind, caches and branches simulated)" if args.cache else "instructions (callgrind)"
     for which in args.gdb.split(","):
         root = GDBS[which]
         work = Path(tempfile.mkdtemp(prefix="zerocost-", dir="/tmp"))
@@ -319,15 +378,18 @@ def main_count(args):
             (work / "timer.py").write_text(TIMER + COUNT)
             build(root, work, count=True)
             for case, lib in (("all-CFI", None), ("mixed", "libsf.so")):
-                none, frames, _ = count(root, work, False, args.threads, args.depth, lib)
-                plugin, frames_plugin, state = count(root, work, True, args.threads, args.depth, lib)
+                none, frames, _ = count(root, work, "none", args.threads, args.depth, lib, args.cache)
+                plugin, frames_plugin, state = count(root, work, "plugin", args.threads, args.depth, lib, args.cache)
+                floor = count(root, work, "floor", args.threads, args.depth, lib, args.cache)[0] if lib else None
                 target = 1.03 if lib is None else 1.2
-                print("%s %s: %d threads x %d frames (%d frames), the plugin %s; GDB's instructions (callgrind):"
-                      % (which, case, args.threads, args.depth, frames, state))
+                print("%s %s: %d threads x %d frames (%d frames), the plugin %s; GDB's %s:"
+                      % (which, case, args.threads, args.depth, frames, state, unit))
                 for what in ("bt", "walk"):
-                    print("  %-4s none %d (%.0f a frame), plugin %d (%.0f a frame): plugin/none %.4f (target <= %.2f)%s"
+                    print("  %-4s none %d (%.0f a frame), plugin %d (%.0f a frame): plugin/none %.4f (target <= %.2f)%s%s"
                           % (what, none[what], none[what] / frames, plugin[what], plugin[what] / frames,
                              plugin[what] / none[what], target,
+                             "" if floor is None else "; floor/none %.4f, plugin/floor %.4f" % (
+                                 floor[what] / none[what], plugin[what] / floor[what]),
                              "" if frames_plugin == frames else "  !! %d frames with the plugin" % frames_plugin))
         finally:
             shutil.rmtree(work)
@@ -340,6 +402,7 @@ def main():
     p.add_argument("--depth", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--count", action="store_true", help="count GDB's instructions under callgrind instead of timing")
+    p.add_argument("--cache", action="store_true", help="with --count: the cycle estimate (caches and branches simulated)")
     args = p.parse_args()
     if args.threads is None:
         args.threads = 8 if args.count else 64
@@ -378,10 +441,13 @@ def main():
                           % (what, none, plugin, plugin / none, target,
                              "" if frames["plugin"] == frames["none"] else "  !! %d frames with the plugin"
                              % frames["plugin"]))
-                print("  paired in one GDB (the unwinder out of GDB's list, then in; median of %d pairs per run, "
-                      "runs: %s): bt %s, walk %s (target <= %.2f)" % (
-                          PAIRS, args.rounds, " ".join("%.3f" % r for r in paired["bt"]),
-                          " ".join("%.3f" % r for r in paired["walk"]), target))
+                print("  in one GDB (no Python unwinder, the floor, the plugin, in turn; per run the median of %d "
+                      "rounds; %d runs):" % (PAIRS, args.rounds))
+                for what in ("bt", "walk"):
+                    runs = {ratio: " ".join("%.3f" % r for r in paired[(what, ratio)])
+                            for ratio in ("plugin/none", "floor/none", "plugin/floor")}
+                    print("    %-4s plugin/none %s (target <= %.2f); floor/none %s; plugin/floor %s"
+                          % (what, runs["plugin/none"], target, runs["floor/none"], runs["plugin/floor"]))
         finally:
             shutil.rmtree(work)
 
