@@ -26,18 +26,19 @@ from . import dwarf
 
 # core.unwind.unwinder is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
-Ahead = FIRST_CHUNK = next_chunk = None
+Ahead = FIRST_CHUNK = next_chunk = entry_code_of = None
 
 
 def _import_core():
     global frame_from_registers, lookup_address, Method, Stop, StopReason, step, sigframe, LazyRegisters, Ahead
-    global FIRST_CHUNK, next_chunk
+    global FIRST_CHUNK, next_chunk, entry_code_of
     from ..core.arch import sigframe as _sigframe
     from ..core.unwind import ahead as _ahead
     from ..core.unwind import unwinder as _u
     frame_from_registers, lookup_address, LazyRegisters = _u.frame_from_registers, _u.lookup_address, _u.LazyRegisters
     Method, Stop, StopReason, step, sigframe = _u.Method, _u.Stop, _u.StopReason, _u.step, _sigframe
     Ahead, FIRST_CHUNK, next_chunk = _ahead.Ahead, _ahead.FIRST_CHUNK, _ahead.next_chunk
+    entry_code_of = _u.entry_code_of
 
 if hasattr(gdb.unwinder, "FrameId"):                 # GDB 14 and later
     FrameId = gdb.unwinder.FrameId
@@ -724,14 +725,26 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _outermost(self, pf, arch, level, pc, found, stop):
         """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
         index, module = found
-        match = index.lookup(pc)
-        func = match.fde.start if match is not None else pc
+        entry = entry_code_of(found)
+        if entry is not None and entry[0] <= pc <= entry[1]:
+            func = entry[0]               # the program's entry code (a return address may be its end)
+        else:
+            match = index.lookup(pc)
+            func = match.fde.start if match is not None else pc
         known = self._produced_at(level)
         sp = known[0].sp if known is not None else int(pf.read_register(arch.sp)) & MASK64
         self._last[level] = (pc, sp, None)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: outermost frame (%s)" % (level, pc, stop.message))
-        return pf.create_unwind_info(FrameId(gdb.Value(sp), gdb.Value(func)))
+        info = pf.create_unwind_info(FrameId(gdb.Value(sp), gdb.Value(func)))
+        if not _PENDING_PC:
+            # GDB 13 does not end a backtrace where a Python unwinder saves no PC: it raises "PC
+            # not saved" from every walk past the frame (`bt`, gdb.Frame.older()).  The frame's
+            # own PC and SP as its caller's end it as cleanly as GDB 13 can: the caller has
+            # this frame's id, and GDB stops at "previous frame identical to this frame".
+            info.add_saved_register(arch.read_pc_by(pf), pf.read_register(arch.read_pc_by(pf)))
+            info.add_saved_register(arch.sp, pf.read_register(arch.sp))
+        return info
 
 
 INTERNAL_ERROR = "internal error: "     # how a problem caused by an exception in the plugin begins

@@ -112,7 +112,7 @@ def cmd_cfi(args: argparse.Namespace) -> int:
     print("%s: %d function%s with SFrame written as %d DWARF FDE%s%s%s" % (
         out, made.functions, "" if made.functions == 1 else "s", made.fdes, "" if made.fdes == 1 else "s",
         "; %d left to the program's own CFI" % made.skipped if made.skipped else "",
-        "; its symbols from .dynsym (the program has no .symtab)" if made.symtab_from_dynsym else ""))
+        "; the program has no .symtab: its symbols are its .dynsym and one per function" if made.symtab_from_dynsym else ""))
     if made.build_id is None:
         print("warning: %s has no build ID: no debugger finds this file by itself; load it with GDB's "
               "add-symbol-file or LLDB's target symbols add -s" % args.file, file=sys.stderr)

@@ -25,7 +25,7 @@ debug sections and the symbol table are copied, the others become SHT_NULL.
 
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, List, Optional, Tuple
 
 from ..arch import abi as abimod
@@ -33,6 +33,7 @@ from ..dwarf.coverage import CfiIndex
 from ..dwarf.writer import debug_frame
 from ..errors import ElfError
 from ..sframe.index import SFrameIndex
+from . import entry as entrymod
 from .image import SHF_ALLOC, SHT_NOBITS, ElfFile, ElfImage, SectionHeader, load_elf, read_at, section_data, section_headers
 from .notes import SHT_NOTE, build_id_in, debug_file_path
 
@@ -60,7 +61,7 @@ class SideFile:
     functions: int            # SFrame functions written out
     fdes: int                 # DWARF FDEs (a PLT's MASK FDE gives one per entry)
     skipped: int              # functions left out: the program's own CFI covers them
-    symtab_from_dynsym: bool  # the program has no .symtab: the side file's is its .dynsym
+    symtab_from_dynsym: bool  # the program has no .symtab: the side file's is its .dynsym and a symbol per FDE
 
 
 @dataclass
@@ -75,6 +76,10 @@ class _Program:
     from_dynsym: bool
     copied: dict              # section number -> bytes of the sections copied as they are
     frame: bytes              # the program's own .debug_frame
+
+    @property
+    def has_symtab(self) -> bool:
+        return any(sec.name == ".symtab" and sec.number in self.copied for sec in self.sections)
 
 
 def _read_program(path: str) -> _Program:
@@ -134,26 +139,49 @@ def _uncovered(image: ElfImage) -> Optional[Callable[[int, int], bool]]:
 
 
 def _entry(image: ElfImage, index: SFrameIndex, keep) -> Tuple[Tuple[int, int], ...]:
-    """The program's entry function as the outermost frame, where neither SFrame nor the
-    program's CFI covers it (an executable's `_start` comes from crt1.o, which has no SFrame)."""
-    if not image.entry or not (image.interpreter or image.e_type == "ET_EXEC"):
+    """The program's entry code as the outermost frame (core.elf.entry), where the program's own
+    CFI does not cover it (an executable's `_start` comes from crt1.o, which has no SFrame; where
+    an SFrame FDE starts at the entry point, the entry code replaces it: see _keep_entry)."""
+    entry = entrymod.program_entry(entrymod.file_reader(image.path))
+    abi = abimod.info(index.abi)
+    if entry is None:
         return ()
-    func = image.function_at(image.entry)
-    if func is None or func[0] != image.entry or func[1] <= 0 or index.lookup(image.entry) is not None:
+    match = index.lookup(entry)
+    if match is not None and match.fde.start == entry:
+        given: Optional[Tuple[int, int]] = (entry, match.fde.size)
+    else:
+        func = image.function_at(entry)
+        given = (func[0], func[1]) if func is not None else None
+    extent = entrymod.entry_extent(abi, entry, image.code_reader(), lambda addr: index.lookup(addr) is not None,
+                                   given)
+    if extent is None or (keep is not None and not keep(*extent)):
         return ()
-    if keep is not None and not keep(func[0], func[0] + func[1]):
-        return ()
-    return ((func[0], func[1]),)
+    return ((extent[0], extent[1] - extent[0]),)
+
+
+def _keep_entry(keep, outermost):
+    """`keep` without the FDE the entry code replaces (one that starts at the entry point)."""
+    if not outermost:
+        return keep
+    entry = outermost[0][0]
+
+    def kept(start: int, end: int) -> bool:
+        return start != entry and (keep is None or keep(start, end))
+    return kept
 
 
 def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False,
-          workers: Optional[int] = None) -> SideFile:
+          workers: Optional[int] = None, debug_file: Optional[str] = None) -> SideFile:
     """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
     covers are left out (a debugger takes the program's CFI there) unless `all_functions`.
-    `workers`: analyse in at most this many processes (None: one per core; core.parallel)."""
+    `workers`: analyse in at most this many processes (None: one per core; core.parallel).
+    `debug_file`: the program's own separate debug file, whose debug information and symbols the
+    side file then carries (a debugger takes the side file in its place)."""
     image = ElfImage(program)
     sf = image.require_sframe()
     prog = _read_program(program)
+    if debug_file is not None:
+        prog = _with_debug_file(prog, _read_program(debug_file), debug_file)
     abi = abimod.for_elf(image.machine, image.big_endian)
     if abi is None:
         raise ElfError("%s: machine %s has no SFrame ABI" % (program, image.machine))
@@ -162,16 +190,96 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
         raise ElfError("%s: its SFrame section is for %s, the file for %s" % (program, abimod.info(index.abi).name, abi.name))
     keep = None if all_functions else _uncovered(image)
     total = len(index)
+    outermost = _entry(image, index, keep)
     written = debug_frame(index, image.code_reader() if callee_saved else None, symbolize=image.symbolize,
-                          address_size=8 if prog.elfclass == 64 else 4, keep=keep, base=len(prog.frame),
-                          outermost=_entry(image, index, keep), workers=workers)
-    data = _assemble(prog, prog.frame + written.data)
+                          address_size=8 if prog.elfclass == 64 else 4, keep=_keep_entry(keep, outermost),
+                          base=len(prog.frame), outermost=outermost, workers=workers)
+    symbols = None
+    if not prog.has_symtab:
+        symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None, image)
+    data = _assemble(prog, prog.frame + written.data, symbols)
     tmp = "%s.tmp%d" % (out_path, os.getpid())
-    with open(tmp, "wb") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(tmp, out_path)
     return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
-                    prog.from_dynsym)
+                    symbols is not None)
+
+
+def _with_debug_file(prog: _Program, dbg: _Program, path: str) -> _Program:
+    """The program with the debug information and symbols of its separate debug file in place of
+    its own: the debug file must number its sections as the program does (objcopy
+    --only-keep-debug keeps the program's section header table) and carry its build ID."""
+    same = len(dbg.sections) == len(prog.sections) and all(
+        a.name == b.name for a, b in zip(dbg.sections, prog.sections))
+    if not same or (prog.build_id is not None and dbg.build_id not in (None, prog.build_id)):
+        raise ElfError("%s: not the separate debug file of this program (other build ID or sections)" % path)
+    copied = dict(prog.copied)
+    copied.update(dbg.copied)
+    return replace(prog, copied=copied, frame=prog.frame or dbg.frame,
+                   symtab=None if any(s.name == ".symtab" for s in dbg.sections if s.number in dbg.copied)
+                   else prog.symtab)
+
+
+def _fde_ranges(frame: bytes, order: str, wide: bool) -> List[Tuple[int, int]]:
+    """(start, size) of each FDE of a .debug_frame that core.dwarf.writer wrote (32-bit DWARF)."""
+    out = []
+    at = 0
+    fmt = order + ("QQ" if wide else "II")
+    while at + 8 <= len(frame):
+        length, cie = struct.unpack_from(order + "II", frame, at)
+        if length == 0:
+            break
+        if cie != 0xFFFFFFFF and at + 8 + struct.calcsize(fmt) <= len(frame):
+            out.append(struct.unpack_from(fmt, frame, at + 8))
+        at += 4 + length
+    return sorted(set(out))
+
+
+STT_FUNC, STB_LOCAL, SHN_ABS = 2, 0, 0xFFF1
+
+
+def _fde_symbols(prog: _Program, frame: bytes, entry: Optional[int], image: ElfImage) -> Tuple[bytes, bytes, int]:
+    """The side file's symbol table for a program without `.symtab` (`strip -s`): its `.dynsym`,
+    and a function symbol for each FDE no `.dynsym` symbol starts (named after the PLT entry where
+    it is one, `_start` at the entry point, else `sub_ADDRESS`).  LLDB uses `.debug_frame` only at
+    a PC a symbol covers, and takes no side file whose symbols name no code at all: without these
+    it shows one frame, or crashes (a side file it rejects is freed while its sections are in use)."""
+    e, wide = prog.order, prog.elfclass == 64
+    fmt = struct.Struct(e + ("IBBHQQ" if wide else "IIIBBH"))
+    dsyms, dstrs, dinfo = prog.symtab if prog.symtab is not None else (b"", b"\0", 0)
+    dsyms = dsyms[:len(dsyms) - len(dsyms) % fmt.size]
+    started = set()
+    for at in range(0, len(dsyms), fmt.size):
+        fields = fmt.unpack_from(dsyms, at)
+        info, shndx, value = (fields[1], fields[3], fields[4]) if wide else (fields[3], fields[5], fields[1])
+        if shndx and info & 0xF in (STT_FUNC, 10):
+            started.add(value)
+    strs = bytearray(dstrs or b"\0")
+
+    def pack(name: str, value: int, size: int, shndx: int) -> bytes:
+        at = len(strs)
+        strs.extend(name.encode() + b"\0")
+        info = STB_LOCAL << 4 | STT_FUNC
+        return fmt.pack(at, info, 0, shndx, value, size) if wide else fmt.pack(at, value, size, info, 0, shndx)
+
+    def section_of(addr: int) -> int:
+        for sec in prog.sections:
+            if sec.flags & SHF_ALLOC and sec.addr <= addr < sec.addr + sec.size and sec.number:
+                return sec.number
+        return SHN_ABS
+    made = []
+    for start, size in _fde_ranges(frame, e, wide):
+        if start in started:
+            continue
+        plt = image.plt_name(start)
+        name = plt[0] if plt is not None and plt[1] == 0 else "_start" if start == entry else "sub_%x" % start
+        made.append(pack(name, start, size, section_of(start)))
+    null = b"\0" * fmt.size
+    kept_locals = dsyms[fmt.size:dinfo * fmt.size] if dinfo else b""
+    syms = null + b"".join(made) + kept_locals + dsyms[max(dinfo, 1) * fmt.size:]
+    return syms, bytes(strs), 1 + len(made) + max(dinfo - 1, 0)
 
 
 def build_id_path(directory: str, program: str) -> str:
@@ -184,7 +292,7 @@ def build_id_path(directory: str, program: str) -> str:
     return debug_file_path(directory, bid)
 
 
-def _assemble(prog: _Program, frame: bytes) -> bytes:
+def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes, int]] = None) -> bytes:
     e, wide = prog.order, prog.elfclass == 64
     shdr_fmt = e + _SHDR[prog.elfclass]
     shdr_size = struct.calcsize(shdr_fmt)
@@ -230,8 +338,9 @@ def _assemble(prog: _Program, frame: bytes) -> bytes:
         headers.append(row)
     else:
         headers[frame_index] = row
-    if prog.symtab is not None:
-        syms, strs, info = prog.symtab
+    symtab = symbols if symbols is not None else prog.symtab
+    if symtab is not None:
+        syms, strs, info = symtab
         sym_at = place(syms, 8)
         symtab_index = len(headers)
         headers.append((name(".symtab"), SHT_SYMTAB, 0, 0, sym_at, len(syms), symtab_index + 1, info, 8,

@@ -28,6 +28,7 @@ from ..arch import abi as abimod
 from ..errors import CfiError
 from ..sframe import format as F
 from ..sframe.index import Match
+from . import s390insn, x86insn
 from .flow_analyser import A64Function, S390Function, X86FlowFunction
 from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, function_code, symbol_of, unknown
 from .x86 import X86Function
@@ -292,3 +293,24 @@ class X86Analysis:
 _FLOW: Dict[int, Any] = {abimod.AMD64.sframe_abi: X86FlowFunction, abimod.AARCH64_LE.sframe_abi: A64Function,
                          abimod.AARCH64_BE.sframe_abi: A64Function, abimod.S390X.sframe_abi: S390Function}
 _ANALYSERS: Dict[int, Any] = {**_FLOW, abimod.AMD64.sframe_abi: X86Analysis}
+
+
+def instructions(abi: abimod.ABIInfo, code: bytes, start: int) -> Optional[list]:
+    """The flow.Ops of `code` (loaded at `start`) from its first byte, as far as whole instructions
+    can be measured: for code with no FDE to bound it (a program's entry code), read a little past
+    its end.  None where no decoder serves the ABI."""
+    flow_of = _FLOW.get(abi.sframe_abi)
+    if flow_of is None:
+        return None
+    measured = None
+    if flow_of is X86FlowFunction:
+        measured, pos = x86insn.decode_all(code, start, len(code))
+        if pos > len(code):
+            pos -= measured.pop().length
+    elif flow_of is S390Function:
+        pos = 0
+        while pos < len(code) and pos + s390insn.length(code[pos]) <= len(code):
+            pos += s390insn.length(code[pos])
+    else:
+        pos = len(code) - len(code) % 4
+    return flow_of.decode(abi, code[:pos], start, measured=measured) or []

@@ -27,6 +27,7 @@ from .unwinder import (
     Method,
     ReadMemory,
     Stop,
+    at_entry,
     lookup_address,
     step,
     strip_pac,
@@ -153,7 +154,7 @@ class Ahead:
         try:
             found = self._find(lookup_address(pc, True))
             index: Any = found[0] if isinstance(found, tuple) else found
-            if index is None or abimod.info(index.abi) != abi:
+            if index is None or abimod.info(index.abi) != abi or at_entry(found, lookup_address(pc, True)):
                 return None
             match = index.lookup(lookup_address(pc, True))
             if match is None or (index.version >= 3 and match.fde.signal):

@@ -10,6 +10,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ..arch import abi as abimod
 from ..arch.abi import ABIInfo
 from ..dwarf.coverage import CfiIndex, CfiRange
 from ..dwarf.rows import CfiRow, CfiRows
@@ -36,6 +37,7 @@ class Module:
     no_sframe: bool = False     # the file has no SFrame section, or an empty one (error says so)
     empty_sframe: bool = False  # ... an empty one
     uncovered: Optional[int] = None      # how many of its SFrame functions no DWARF CFI covers (see ModuleSet.uncovered)
+    entry: Optional[Tuple[int, int]] = None   # [start, end) of an executable's entry code, as loaded (core.elf.entry)
 
     @property
     def unusable(self) -> bool:
@@ -115,6 +117,10 @@ class ModuleSet:
             m.index = SFrameIndex(data, m.section_addr)
             if len(m.index):
                 m.range = m.index.text_range()
+            m.entry = entry_code(m)
+            if m.entry is not None:
+                lo, hi = m.range if m.range[1] > m.range[0] else m.entry
+                m.range = (min(lo, m.entry[0]), max(hi, m.entry[1]))
         except (ElfError, SFrameError, OSError) as exc:
             m.error = str(exc)
             m.failure = exc.with_traceback(None)      # the error, not the frames (and data) it was raised in
@@ -237,6 +243,31 @@ class ModuleSet:
     def with_sframe(self) -> List[Module]:
         self._load_pending()
         return [m for m in self._modules.values() if m.index is not None]
+
+
+def entry_code(m: Module) -> Optional[Tuple[int, int]]:
+    """[start, end) of the entry code (as loaded) of the module's file when it is an executable,
+    else None: the outermost frame of its main thread (core.elf.entry).  Where an SFrame FDE
+    starts at the entry point, it gives the extent."""
+    from ..elf import entry as entrymod
+    index = m.index
+    if index is None:
+        return None
+    try:
+        read = entrymod.file_reader(m.path)
+        entry = entrymod.program_entry(read)
+        code = entrymod.code_reader(read) if entry is not None else None
+        if entry is None or code is None:
+            return None
+        linked = entrymod.sframe_segment(read)
+        bias = m.section_addr - linked if linked is not None and m.section_addr is not None else m.load_bias
+        abi = abimod.info(index.abi)
+        match = index.lookup(entry + bias)
+        fde = (match.fde.start - bias, match.fde.size) if match is not None else None
+        extent = entrymod.entry_extent(abi, entry, code, lambda addr: index.lookup(addr + bias) is not None, fde)
+    except Exception:     # a file that cannot be read or decoded: no entry code known
+        return None
+    return None if extent is None else (extent[0] + bias, extent[1] + bias)
 
 
 def finder(modules: ModuleSet, owner: Callable[[int], Optional[str]]):

@@ -512,14 +512,32 @@ def _index_of(found):
     return found[0] if isinstance(found, tuple) else found
 
 
-def _lookup(ctx, find, pc):
-    """(index, match) for pc; either may be None.  A malformed section becomes a MALFORMED stop."""
+def entry_code_of(found) -> Optional[Tuple[int, int]]:
+    """The entry code's extent of the module in a `find` result (core.unwind.modules.Module.entry),
+    or None."""
+    return getattr(found[1], "entry", None) if isinstance(found, tuple) else None
+
+
+def at_entry(found, pc: int) -> Optional[Tuple[int, int]]:
+    """The extent of the entry code holding pc (a frame's look-up address) in the module of a `find`
+    result, or None: such a frame is the outermost one, whatever else covers it."""
+    entry = entry_code_of(found)
+    return entry if entry is not None and entry[0] <= pc < entry[1] else None
+
+
+def _lookup(ctx, find, pc, entry_ends=True):
+    """(index, match) for pc; either may be None.  A malformed section becomes a MALFORMED stop;
+    a PC in an executable's entry code, the OUTERMOST stop (with `entry_ends`)."""
     try:
-        index = _index_of(find(pc))
+        found = find(pc)
+        index = _index_of(found)
     except SFrameError as e:
         raise ctx.stop(StopReason.MALFORMED, str(e)) from None
     if index is None:
         return None, None
+    entry = at_entry(found, pc) if entry_ends else None
+    if entry is not None:
+        raise ctx.stop(StopReason.OUTERMOST, "the program's entry point %#x: nothing called its code" % entry[0])
     try:
         match = index.lookup(pc)
         if match is not None and _abi_info(index.abi) != ctx.abi:
@@ -602,7 +620,7 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
         index, match = _lookup(ctx, find, lookup_pc)
         if match is None and lookup_pc != pc:
             # The signal trampoline may start a function: the handler "returns" to its first byte.
-            idx2, m2 = _lookup(ctx, find, pc)
+            idx2, m2 = _lookup(ctx, find, pc, entry_ends=False)
             if m2 is not None and _is_signal(idx2, m2):
                 index, match = idx2, m2
         if match is not None:
