@@ -1,18 +1,23 @@
 """LLDB's own `bt`, `frame variable`, `finish` (and IDEs on LLDB) through SFrame: each module that
-has SFrame where no DWARF CFI covers it gets its side file of DWARF CFI (core.elf.sidecache),
-attached with `target symbols add`.
+has SFrame where no DWARF CFI covers it gets its side file of DWARF CFI (core.elf.sidecache, one
+per copy of a build, checked before each use), attached with `target symbols add`.
 
 When: at every stop, for the modules not seen before (a stop hook: imported before any target, in
 the dummy target, so every target gets it; imported later, in each existing target, and in a new
 one at its first `sframe` command), and at once for the targets that exist at the import.  The
 cache directory is also a debug-file search path, so a module without debug information created
-later finds its side file by build ID as LLDB loads it (LLDB 16 and 21 let a module without
-`.symtab` take a side file only then).
+later finds a side file of its build by build ID as LLDB loads it; the plugin replaces it with the
+module's own copy's where it is another's.
 
-Not attached, and `sframe info` says why: a module whose CFI covers its SFrame functions, one with
-a separate debug file of its own, and, before LLDB 23, one holding debug information (LLDB 16 to
+"Attached" means LLDB unwinds with it: at the first stop with a process, LLDB is asked which unwind
+plan it uses at a PC only SFrame covers (`image show-unwind`); LLDB 16 takes a side file added to
+a module that had no symbol file only when it is added a second time (by another name).
+
+Not attached, and `sframe info` says why: a module whose CFI covers its SFrame functions, and,
+before LLDB 23, one holding debug information, in itself or in a separate debug file (LLDB 16 to
 22 lose such a module's load addresses when a side file replaces its symbols; `sframe bt` still
-unwinds it).
+unwinds it).  A module with a separate debug file gets a side file that carries that file's debug
+information and symbols too (LLDB 23).
 """
 
 import os
@@ -46,50 +51,173 @@ def status(target):
     return {path: text for (t, path), text in _STATUS.items() if t == key}
 
 
-def _run(debugger, command):
+def _run(debugger, command, target=None):
+    """(succeeded, text) of an LLDB command; in the target's process where one is given (a stop
+    hook runs with no process selected for commands)."""
     res = lldb.SBCommandReturnObject()
-    debugger.GetCommandInterpreter().HandleCommand(command, res)
+    interp = debugger.GetCommandInterpreter()
+    if target is None:
+        interp.HandleCommand(command, res)
+    else:
+        process = target.GetProcess()
+        thread = process.GetSelectedThread() if process is not None and process.IsValid() else None
+        where = lldb.SBExecutionContext(thread) if thread is not None and thread.IsValid() else \
+            lldb.SBExecutionContext(target)
+        interp.HandleCommand(command, where, res)
     return res.Succeeded(), (res.GetError() or res.GetOutput() or "").strip()
 
 
-def _attach_one(debugger, module, major, report):
+def _covered_pc(target, path):
+    """A load address of the module at `path` that SFrame covers and its own CFI does not (where
+    LLDB can only unwind through the side file), or None."""
+    from .access import TRACKER, sync
+    sync(target)
+    module = TRACKER.modules.by_path(path)
+    if module is None or module.index is None:
+        return None
+    section = module.index.section
+    for k in range(min(len(section), 256)):
+        start = section.start_of(k)
+        if TRACKER.modules.cfi_find(module, start) is None:
+            return start
+    return None
+
+
+_PLAN = re.compile(r"^(Synchronous|Asynchronous) \([^)]*\) UnwindPlan is '([^']*)'", re.M)
+
+
+def _plan_at(debugger, target, addr):
+    """The name of the unwind plan LLDB uses for a caller frame at `addr`: the one it names for
+    call sites, else the one for every instruction (None: it names none)."""
+    ok, text = _run(debugger, "image show-unwind -a %#x" % addr, target)
+    plans = dict(m.groups() for m in _PLAN.finditer(text)) if ok else {}
+    return plans.get("Synchronous") or plans.get("Asynchronous")
+
+
+def _check(debugger, target, path, symfile):
+    """`attached (FILE)` where LLDB unwinds the module through its side file, else why not; None
+    while there is no process to ask (the next stop asks again)."""
+    process = target.GetProcess()
+    if process is None or not process.IsValid() or not process.GetNumThreads():
+        return None
+    addr = _covered_pc(target, path)
+    if addr is None:
+        return "attached (%s)" % symfile
+    plan = _plan_at(debugger, target, addr)
+    if plan is not None and "DWARF CFI" not in plan:
+        return ("not attached: LLDB does not unwind with it (its unwind plan at %#x is '%s'); sframe bt unwinds "
+                "the module" % (addr, plan))
+    wrong = _wrong_frame(target, path)
+    if wrong is not None:
+        return ("attached (%s), but LLDB %d worked out how to unwind %s before it was there and keeps that for "
+                "the session: its own bt goes wrong at frame #%d of thread #%d; right in the next session, which "
+                "finds the side file as it loads the module (sframe bt unwinds it now)"
+                % (symfile, lldb_major(), os.path.basename(path), wrong[1], wrong[0]))
+    return "attached (%s)" % symfile
+
+
+def _wrong_frame(target, path, depth=64):
+    """(thread, frame) where LLDB's own unwinding leaves SFrame's in a frame of the module at
+    `path` (a frame whose caller it gets wrong or not at all), or None.  LLDB's frames were
+    worked out at the stop, maybe before the side file was attached: they are what its bt shows."""
+    from ..core.unwind.unwinder import Stop
+    from .command.backtrace import unwind
+    module = next((target.GetModuleAtIndex(i) for i in range(target.GetNumModules())
+                   if target.GetModuleAtIndex(i).GetFileSpec().fullpath == path), None)
+    process = target.GetProcess()
+    for thread in process:
+        theirs, inlined = [], False
+        for k in range(min(thread.GetNumFrames(), depth)):
+            frame = thread.GetFrameAtIndex(k)
+            if not inlined and not frame.IsArtificial():
+                theirs.append(frame)
+            inlined = frame.IsInlined()
+        if not theirs:
+            continue
+        ours = [item.pc for item in unwind(target, theirs[0], len(theirs) + 1, cfi=True) if not isinstance(item, Stop)]
+        for k, frame in enumerate(theirs):
+            if k >= len(ours) or frame.GetPC() != ours[k]:
+                break
+        else:
+            if len(ours) <= len(theirs) or len(theirs) == depth:
+                continue
+            k = len(theirs)
+        if k > 0 and theirs[k - 1].GetModule() == module:
+            return thread.GetIndexID(), theirs[k - 1].GetFrameID()
+    return None
+
+
+def _add(debugger, target, path):
+    """`target symbols add` of a side file, twice: LLDB keeps the unwind plans it made for a module
+    (at its creation, at a stop) when a first symbol file is added, and makes them again when a
+    symbol file replaces another: the same file added again, by another name (a hard link beside
+    it), replaces it.  (None: done; else LLDB's error.)"""
+    ok, text = _run(debugger, "target symbols add %s" % shlex.quote(path), target)
+    if not ok:
+        return text
+    again = path + ".again"
+    try:
+        if not (os.path.exists(again) and os.path.samefile(again, path)):
+            if os.path.lexists(again):
+                os.unlink(again)
+            os.link(path, again)
+    except OSError:
+        return None
+    _run(debugger, "target symbols add %s" % shlex.quote(again), target)
+    return None
+
+
+def _attach_one(debugger, target, module, major, report):
     path = module.GetFileSpec().fullpath
     if not path or not os.path.isfile(path):
         return None
     if not module.FindSection(".sframe").IsValid() and module.FindSection(".text").IsValid():
         return None                        # no SFrame: nothing to say
-    symfile = module.GetSymbolFileSpec().fullpath
-    cache = sidecache.cache_dir()
-    if symfile and symfile != path:
-        if symfile.startswith(cache + os.sep):
-            return "attached (%s)" % symfile
-        return "not attached: it has a separate debug file already (%s)" % symfile
-    made = sidecache.side_file(path)
-    if made.path is None:
-        # (no SFrame, or an unusable section: `sframe info` lists those modules already)
-        return "not attached: %s" % made.why if made.sframe else None
     if major < 23 and module.FindSection(".debug_info").IsValid():
         return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
-    if made.written:
+    symfile = module.GetSymbolFileSpec().fullpath
+    cache = sidecache.cache_dir()
+    own = symfile if symfile and symfile != path and not symfile.startswith(cache + os.sep) else None
+    # A module with a separate debug file of its own: the side file carries its debug information
+    # and symbols too, as it takes its place.
+    made = sidecache.side_file(path, debug_file=own)
+    if made.path is None:
+        # (no SFrame, or an unusable section: `sframe info` lists those modules already)
+        return "not attached: %s" % made.why if made.sframe else None
+    if made.redone:
+        report("sframe: wrote %s again: the cached one was bad (%s)" % (made.path, made.redone))
+    elif made.written:
         report("sframe: wrote %s, the DWARF CFI of %s's SFrame" % (made.path, os.path.basename(path)))
-    ok, text = _run(debugger, "target symbols add %s" % shlex.quote(made.path))
-    if not ok:
-        return "not attached: target symbols add: %s" % text
-    return "attached (%s)" % made.path
+    if not (symfile and sidecache.is_entry_of(symfile, made)):
+        # (LLDB may have taken another copy's side file by build ID: this one replaces it)
+        error = _add(debugger, target, made.path)
+        if error is not None:
+            return "not attached: target symbols add: %s" % error
+    return _check(debugger, target, path, made.path) or _PENDING + " (%s)" % made.path
+
+
+_PENDING = "attached, not checked yet: no process"
 
 
 def attach(debugger, target, report=None):
-    """Attach the side files of the target's modules not seen before (the target is selected)."""
+    """Attach the side files of the target's modules not seen before, and check at a stop those
+    attached before there was a process (the target is selected)."""
     key = _target_key(target)
     major = lldb_major()
     for i in range(target.GetNumModules()):
         module = target.GetModuleAtIndex(i)
         path = module.GetFileSpec().fullpath or ""
-        if (key, path) in _STATUS:
-            continue
+        old = _STATUS.get((key, path))
         try:
-            text = _attach_one(debugger, module, major, report or (lambda line: None))
+            if old is None:
+                text = _attach_one(debugger, target, module, major, report or (lambda line: None))
+            elif old.startswith(_PENDING):
+                text = _check(debugger, target, path, old[len(_PENDING) + 2:-1]) or old
+            else:
+                continue
+        except sidecache.CacheError as exc:
+            text = "not attached: %s" % exc
         except Exception as exc:           # never a traceback at a stop
             text = "not attached: internal error: %s: %s" % (type(exc).__name__, exc)
         if text is not None:
@@ -126,7 +254,11 @@ def ensure_hook(debugger, class_name):
 def install(debugger, package):
     """At import: the cache as a debug-file search path, the stop hook, and the side files of the
     targets that exist now."""
-    os.makedirs(sidecache.cache_dir(), exist_ok=True)
+    try:
+        sidecache.private_dir(sidecache.cache_dir())
+    except sidecache.CacheError as exc:
+        print("sframe: %s; LLDB's own bt will not use SFrame" % exc)
+        return
     ok, paths = _run(debugger, "settings show target.debug-file-search-paths")
     if sidecache.cache_dir() not in paths:
         _run(debugger, "settings append target.debug-file-search-paths %s" % shlex.quote(sidecache.cache_dir()))

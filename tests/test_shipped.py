@@ -18,8 +18,12 @@ the ELF header's entry point says the walk ends there (core.elf.entry).
 """
 
 import json
+import os
 import re
+import shutil
+import stat as st
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +33,7 @@ from test_gdb import PLUGIN, run_gdb
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = T.FIXTURES_DIR / "shipped.c"
 CLI = REPO / "scripts" / "sframe"
+PLUGIN_LLDB = REPO / "lldb_plugin"
 CFLAGS = ("-O2", "-fomit-frame-pointer", "-Wa,--gsframe")
 SHAPES = ("strip-s", "strip-s-nopie", "strip-debug", "g")
 CASES = [("gdb13", "host"), ("gdb16", "trixie"), ("gdb18", "sid")]
@@ -168,3 +173,220 @@ def test_entry_code_of_every_toolchain_is_found(shipped):
             assert got[1] >= start[0] + start[1] - 16, (toolchain, shape, got, start)
     # A shared library (libc asks for an interpreter and has an entry point) is no program.
     assert entrymod.program_entry(entrymod.file_reader("/lib/x86_64-linux-gnu/libc.so.6")) is None
+
+
+# -- LLDB: its own bt through the side file, and `sframe bt` ---------------------------------------
+
+LLDB_CASES = [(16, "host"), (19, "trixie"), (21, "sid"), (23, "sid")]
+_LLDB_FRAME = re.compile(r"^\s*\*?\s*frame #\d+: (0x[0-9a-f]+) ")
+
+
+# LLDB's own frames of the selected thread, as its SB API tells them: PC, inlined, artificial.
+_OWN = ("script print('OWN ' + ' '.join('%#x:%d:%d' % (f.GetPC(), f.IsInlined(), f.IsArtificial()) "
+        "for f in lldb.debugger.GetSelectedTarget().GetProcess().GetSelectedThread()))")
+
+
+def _own_pcs(text):
+    """The PCs of the stack's own frames in an `OWN` line: a frame whose functions LLDB shows inlined
+    into one another counts once, at the PC of the innermost; the tail-call frames LLDB makes from
+    debug information ("artificial") not at all."""
+    line = next(ln for ln in text.splitlines() if ln.startswith("OWN "))
+    out, inlined = [], False
+    for item in line.split()[1:]:
+        pc, is_inlined, artificial = item.split(":")
+        if artificial == "1":
+            continue
+        if not inlined:
+            out.append(int(pc, 16))
+        inlined = is_inlined == "1"
+    return out
+
+
+def _lldb_pcs(text):
+    """The PCs of the frames `sframe bt` prints."""
+    return [int(m.group(1), 16) for m in map(_LLDB_FRAME.match, text.splitlines()) if m]
+
+
+def _blocks(stdout):
+    """{tag: text} between `script print('@@ TAG')` markers."""
+    parts = re.split(r"^@@ (\S+)$", stdout, flags=re.M)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def _lldb_stop(prog, tag, what):
+    return (["target create %s" % prog, "breakpoint set -n getppid", "process launch"]
+            + [c for name, cmd in what for c in ("script print('@@ %s-%s')" % (name, tag), cmd)]
+            + ["script print('@@ end')", "process kill"])
+
+
+@pytest.mark.parametrize("lldb,toolchain", LLDB_CASES, ids=["lldb%d-%s" % c for c in LLDB_CASES])
+def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain):
+    """LLDB's own bt after the plugin's import, on each shape without `.eh_frame`, equals its bt of
+    the same shape with it (PCs; `_start` at most once), and so does `sframe bt`; where an LLDB
+    cannot take a side file (LLDB 16 to 22 and a program with debug information), `sframe info`
+    says why.  The shapes are copies of one build (one build ID: `strip -s`, `--strip-debug`, `-g`),
+    debugged one after the other in one session, then again in another session in the other order
+    (the cache kept): each gets its own side file.  Where LLDB unwound the module at the first stop
+    before the side file (written then) was attached, `sframe info` says so, and the next session
+    is right.  Last, the plugin imported after the target is created (LLDB 16 takes a side file
+    added to a module without symbols only when added twice)."""
+    from test_lldb import run_lldb
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
+    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
+    work = shipped[toolchain]
+    first = ("strip-s", "strip-debug", "g", "strip-s-nopie")
+    second = ("strip-s-nopie", "strip-debug", "strip-s")
+    sessions = []
+    for k, order in enumerate((first, second)):
+        lines = []
+        for shape in order:
+            lines += _lldb_stop(work / shape / "ref" / "prog", shape, [("ref", _OWN)])
+            lines += _lldb_stop(work / shape / "noeh" / "prog", shape,
+                                [("own", "bt\n" + _OWN), ("sbt", "sframe bt"), ("info", "sframe info")])
+        sessions.append((order, run_lldb(lldb, lines, tmp_path, "shipped%d-%d" % (lldb, k))))
+    late = ["target create %s" % (work / "strip-s" / "noeh" / "prog"), "command script import %s" % PLUGIN_LLDB,
+            "breakpoint set -n getppid", "process launch", "script print('@@ own-late')", "bt", _OWN,
+            "script print('@@ info-late')", "sframe info", "script print('@@ end')", "process kill"]
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi-late"))
+    sessions.append((("late",), run_lldb(lldb, late, tmp_path, "shipped%d-late" % lldb, preamble=False)))
+    for k, (order, s) in enumerate(sessions):
+        out = s.stdout + s.stderr
+        assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-4000:]
+        blocks = _blocks(s.stdout)
+        for shape in order:
+            if shape == "late":
+                want = _own_pcs(_blocks(sessions[0][1].stdout)["ref-strip-s"])
+                assert _own_pcs(blocks["own-late"]) == want, "LLDB %d, imported late\n%s\nwant\n%s" % (
+                    lldb, blocks["own-late"], [hex(p) for p in want])
+                assert "prog: attached (" in blocks["info-late"], blocks["info-late"]
+                continue
+            want = _own_pcs(blocks["ref-" + shape])
+            assert len(want) > 20, blocks["ref-" + shape]
+            sbt = _lldb_pcs(blocks["sbt-" + shape])
+            assert sbt == want, "LLDB %d %s: sframe bt\n%s\nLLDB's bt with .eh_frame\n%s" % (
+                lldb, shape, blocks["sbt-" + shape], blocks["ref-" + shape])
+            info = blocks["info-" + shape]
+            if shape == "g" and lldb < 23:
+                assert "prog: not attached: LLDB %d drops a module's load addresses" % lldb in info, info
+                continue
+            assert "prog: attached (" in info, info
+            own = blocks["own-" + shape]
+            if k == 0 and "but LLDB %d worked out how to unwind prog before it was there" % lldb in info:
+                # (LLDB unwound the module at the first stop, before the plugin could attach the side
+                # file it writes then: said so; the next session takes it as it loads the module)
+                assert _own_pcs(own) != want, info
+                print("LLDB %d %s: unwound by LLDB before its side file, said so; right in the next session"
+                      % (lldb, shape))
+                continue
+            assert _own_pcs(own) == want and own.count("`_start") <= 1, \
+                "LLDB %d %s: its own bt after the import\n%s\nits bt with .eh_frame\n%s" % (
+                    lldb, shape, own, blocks["ref-" + shape])
+    # Each copy of the build got its own side file (the `-g` one only where LLDB takes it).
+    copies = list((tmp_path / "cfi" / "copies").glob("*/*.debug"))
+    assert len(copies) == (4 if lldb >= 23 else 3), copies
+
+
+# -- the side-file cache --------------------------------------------------------------------------
+
+def test_cache_entries_are_checked_and_private(shipped, tmp_path):
+    """core.elf.sidecache: copies of one build (`strip -s`, `--strip-debug`: one build ID) each get
+    their own entry, in either order; a truncated, a corrupted, a forged (another build's side file
+    in its place) entry and an unreadable record are written again, saying why; the cache is the
+    user's alone (0700 directories, 0600 files); a cache that cannot be written is one line."""
+    from sframekit.core.elf import sidecache
+    work = shipped["host"]
+    a, b = str(work / "strip-s" / "noeh" / "prog"), str(work / "strip-debug" / "noeh" / "prog")
+    other = str(work / "strip-s-nopie" / "noeh" / "prog")          # another build
+    cache = tmp_path / "cfi"
+    made = {}
+    for prog in (b, a, b, a):
+        got = sidecache.side_file(prog, str(cache))
+        assert got.path is not None and not got.redone, got
+        made.setdefault(prog, got.path)
+        assert got.path == made[prog]
+    assert made[a] != made[b] and open(made[a], "rb").read() != open(made[b], "rb").read()
+    # The search-path entry is the copy's attached last; each entry is checked before it is used.
+    assert sidecache.is_entry_of(sidecache.search_entry(str(cache), _build_id(a)), sidecache.side_file(a, str(cache)))
+    assert sidecache.side_file(a, str(cache)).why == "cached"
+
+    def spoil(how):
+        path = made[a]
+        data = open(path, "rb").read()
+        if how == "truncated":
+            data = data[:len(data) // 2]
+        elif how == "corrupted":
+            data = bytearray(data)
+            data[len(data) // 2] ^= 0xFF
+            data = bytes(data)
+        elif how == "forged":
+            data = open(sidecache.side_file(other, str(cache)).path, "rb").read()
+        os.unlink(path)
+        with open(path, "wb") as fh:
+            fh.write(data)
+    for how in ("truncated", "corrupted", "forged"):
+        spoil(how)
+        got = sidecache.side_file(a, str(cache))
+        assert got.written and "not the file written" in got.redone, (how, got)
+        assert sidecache.side_file(a, str(cache)).why == "cached"
+    # A forged entry whose record was forged too: its build ID and layout give it away.
+    meta = made[a][:-len(".debug")] + ".json"
+    forged = sidecache.side_file(other, str(cache)).path
+    os.unlink(made[a])
+    os.link(forged, made[a])
+    size, digest = sidecache._file_digest(forged)
+    text = open(meta).read().replace('"sha256"', '"was"')
+    record = json.loads(text)
+    record.update(size=size, sha256=digest)
+    open(meta, "w").write(json.dumps(record))
+    got = sidecache.side_file(a, str(cache))
+    assert got.written and "build ID" in got.redone, got
+    open(meta, "w").write("{not json")
+    got = sidecache.side_file(a, str(cache))
+    assert got.written and "record cannot be read" in got.redone, got
+    # Modes: the user's alone.
+    for root, dirs, files in os.walk(cache):
+        for d in dirs:
+            assert st.S_IMODE(os.stat(os.path.join(root, d)).st_mode) == 0o700, os.path.join(root, d)
+        for f in files:
+            assert st.S_IMODE(os.stat(os.path.join(root, f)).st_mode) == 0o600, os.path.join(root, f)
+    assert st.S_IMODE(os.stat(cache).st_mode) == 0o700
+    # A shared cache directory is made private; a missing one is created so.
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    os.chmod(shared, 0o777)
+    assert sidecache.side_file(a, str(shared)).path is not None
+    assert st.S_IMODE(os.stat(shared).st_mode) == 0o700
+    missing = tmp_path / "not" / "yet"
+    assert sidecache.side_file(a, str(missing)).path is not None and st.S_IMODE(os.stat(missing).st_mode) == 0o700
+    # One that cannot be written: a plain line, no entry.
+    blocked = tmp_path / "file-in-the-way"
+    blocked.write_text("")
+    got = sidecache.side_file(a, str(blocked / "cfi"))
+    assert got.path is None and got.why.startswith("cannot create the side-file cache %s" % (blocked / "cfi")), got
+    assert "\n" not in got.why and "internal error" not in got.why
+    # Another user's cache directory is not used; one this user cannot write into is one line.
+    # (Run as `nobody`: root writes anywhere.)
+    shared_tmp = tempfile.mkdtemp(prefix="sframe-cache-")
+    try:
+        os.chmod(shared_tmp, 0o755)
+        prog = os.path.join(shared_tmp, "prog")
+        shutil.copy(a, prog)
+        os.chmod(prog, 0o755)
+        os.mkdir(os.path.join(shared_tmp, "roots"), 0o755)             # root's: nobody may not write
+        code = ("import sys, types; pkg = types.ModuleType('sframekit'); pkg.__path__ = [%r]; "
+                "sys.modules['sframekit'] = pkg; from sframekit.core.elf import sidecache; "
+                "print(sidecache.side_file(%r, sys.argv[1]).why)" % (str(REPO), prog))
+        for where, want in ((shared_tmp + "/roots", "belongs to another user"),
+                            (shared_tmp + "/roots/cfi", "cannot create the side-file cache")):
+            proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                                   "-c", code, where], capture_output=True, text=True, timeout=60)
+            lines = proc.stdout.splitlines()
+            assert proc.returncode == 0 and len(lines) == 1 and want in lines[0], (where, proc.stdout, proc.stderr)
+            assert not os.listdir(shared_tmp + "/roots")
+    finally:
+        shutil.rmtree(shared_tmp, ignore_errors=True)
+
+
+def _build_id(path):
+    from sframekit.core.elf.sidecache import _copy_of
+    return _copy_of(path, None).build_id

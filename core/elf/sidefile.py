@@ -196,7 +196,7 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
                           base=len(prog.frame), outermost=outermost, workers=workers)
     symbols = None
     if not prog.has_symtab:
-        symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None, image)
+        symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None)
     data = _assemble(prog, prog.frame + written.data, symbols)
     tmp = "%s.tmp%d" % (out_path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -240,10 +240,10 @@ def _fde_ranges(frame: bytes, order: str, wide: bool) -> List[Tuple[int, int]]:
 STT_FUNC, STB_LOCAL, SHN_ABS = 2, 0, 0xFFF1
 
 
-def _fde_symbols(prog: _Program, frame: bytes, entry: Optional[int], image: ElfImage) -> Tuple[bytes, bytes, int]:
+def _fde_symbols(prog: _Program, frame: bytes, entry: Optional[int]) -> Tuple[bytes, bytes, int]:
     """The side file's symbol table for a program without `.symtab` (`strip -s`): its `.dynsym`,
-    and a function symbol for each FDE no `.dynsym` symbol starts (named after the PLT entry where
-    it is one, `_start` at the entry point, else `sub_ADDRESS`).  LLDB uses `.debug_frame` only at
+    and a function symbol for each FDE outside the PLT that no `.dynsym` symbol starts (`_start` at
+    the entry point, else `sub_ADDRESS`).  LLDB uses `.debug_frame` only at
     a PC a symbol covers, and takes no side file whose symbols name no code at all: without these
     it shows one frame, or crashes (a side file it rejects is freed while its sections are in use)."""
     e, wide = prog.order, prog.elfclass == 64
@@ -269,13 +269,14 @@ def _fde_symbols(prog: _Program, frame: bytes, entry: Optional[int], image: ElfI
             if sec.flags & SHF_ALLOC and sec.addr <= addr < sec.addr + sec.size and sec.number:
                 return sec.number
         return SHN_ABS
+    plts = [(sec.addr, sec.addr + sec.size) for sec in prog.sections if sec.name.startswith(".plt")]
     made = []
     for start, size in _fde_ranges(frame, e, wide):
-        if start in started:
+        # (none for the PLT: the debuggers name its stubs themselves, and a symbol there would make
+        # a breakpoint on `getppid` stop in `getppid@plt` too)
+        if start in started or any(lo <= start < hi for lo, hi in plts):
             continue
-        plt = image.plt_name(start)
-        name = plt[0] if plt is not None and plt[1] == 0 else "_start" if start == entry else "sub_%x" % start
-        made.append(pack(name, start, size, section_of(start)))
+        made.append(pack("_start" if start == entry else "sub_%x" % start, start, size, section_of(start)))
     null = b"\0" * fmt.size
     kept_locals = dsyms[fmt.size:dinfo * fmt.size] if dinfo else b""
     syms = null + b"".join(made) + kept_locals + dsyms[max(dinfo, 1) * fmt.size:]

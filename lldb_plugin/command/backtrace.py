@@ -75,14 +75,10 @@ last line says why the unwind stopped.
         sync(target)
         abi = abi_of(target)
         topmost = frame.GetFrameID() == 0
-        initial = frame_state(frame, abi, topmost)
         count = opts.get("count")
-        limit = count + 1 if count else DEFAULT_DEPTH_LIMIT
-        items = walk(initial, topmost=topmost, abi=abi, read=memory_reader(process),
-                     find=finder(TRACKER.modules, owner_of(target)),
-                     limit=limit, fp_fallback=bool(opts.get("fp")), symbol=symbol_namer(target),
-                     callee_saved=bool(opts.get("registers")), symbolize=symbolizer(target),
-                     cfi=None if opts.get("no_cfi") else loaded_cfi(abi).finder(place_of(target)))
+        items = unwind(target, frame, count + 1 if count else DEFAULT_DEPTH_LIMIT, fp_fallback=bool(opts.get("fp")),
+                       callee_saved=bool(opts.get("registers")), cfi=not opts.get("no_cfi"))
+        initial = frame_state(frame, abi, topmost)
         rows, stop = frame_rows(items)
         lines = [self._header(thread, frame, abi)]
         selected = thread.GetSelectedFrame().GetFrameID()
@@ -115,3 +111,14 @@ last line says why the unwind stopped.
         if reason:
             text += ", stop reason = %s" % reason
         return text + "  (SFrame unwind from frame #%d, %s)" % (frame.GetFrameID(), abi.name)
+
+
+def unwind(target, frame, limit, fp_fallback=False, callee_saved=False, cfi=True):
+    """The core's walk (frames, then a Stop) from an LLDB frame, through LLDB's memory and modules
+    (`sync(target)` first)."""
+    abi = abi_of(target)
+    topmost = frame.GetFrameID() == 0
+    return walk(frame_state(frame, abi, topmost), topmost=topmost, abi=abi, read=memory_reader(target.GetProcess()),
+                find=finder(TRACKER.modules, owner_of(target)), limit=limit, fp_fallback=fp_fallback,
+                symbol=symbol_namer(target), callee_saved=callee_saved, symbolize=symbolizer(target),
+                cfi=loaded_cfi(abi).finder(place_of(target)) if cfi else None)
