@@ -27,6 +27,9 @@ import shlex
 import lldb
 
 from ..core.elf import sidecache
+from ..core.unwind.modules import ModuleSet
+from ..core.unwind.tracker import file_identity
+from .access import sync
 
 # (target, module path) -> what happened, for `sframe info`; targets are told apart by their
 # executable and the process (or core) they hold.
@@ -67,20 +70,37 @@ def _run(debugger, command, target=None):
     return res.Succeeded(), (res.GetError() or res.GetOutput() or "").strip()
 
 
-def _covered_pc(target, path):
-    """A load address of the module at `path` that SFrame covers and its own CFI does not (where
-    LLDB can only unwind through the side file), or None."""
-    from .access import TRACKER, sync
-    sync(target)
-    module = TRACKER.modules.by_path(path)
-    if module is None or module.index is None:
+_COVERAGE = {}        # file identity -> (SFrame functions no CFI covers, the first one's link-time start, SFrame?)
+
+
+def _coverage(path):
+    """(how many of the file's SFrame functions no DWARF CFI of it covers, the link-time start of
+    the first, whether it has usable SFrame), worked out once per file, apart from the modules the
+    commands track (whose set follows the process)."""
+    key = file_identity(path)
+    got = _COVERAGE.get(key)
+    if got is None:
+        modules = ModuleSet()
+        module = modules.add(path, path, 0)
+        first = None
+        if modules.with_sframe():
+            section = module.index.section
+            for k in range(len(section)):
+                if modules.cfi_find(module, section.start_of(k)) is None:
+                    first = section.start_of(k)
+                    break
+        got = _COVERAGE[key] = (modules.uncovered(module), first, module.index is not None)
+    return got
+
+
+def _covered_pc(target, module):
+    """A load address of the module that SFrame covers and its own CFI does not (where LLDB can
+    only unwind through the side file), or None."""
+    first = _coverage(module.GetFileSpec().fullpath)[1]
+    sec = module.FindSection(".text")
+    if first is None or not sec.IsValid():
         return None
-    section = module.index.section
-    for k in range(min(len(section), 256)):
-        start = section.start_of(k)
-        if TRACKER.modules.cfi_find(module, start) is None:
-            return start
-    return None
+    return first + sec.GetLoadAddress(target) - sec.GetFileAddress()
 
 
 _PLAN = re.compile(r"^(Synchronous|Asynchronous) \([^)]*\) UnwindPlan is '([^']*)'", re.M)
@@ -94,13 +114,27 @@ def _plan_at(debugger, target, addr):
     return plans.get("Synchronous") or plans.get("Asynchronous")
 
 
+_CHECKED = {}          # (executable, module path, side file) -> the verdict of _check, for later processes
+
+
 def _check(debugger, target, path, symfile):
     """`attached (FILE)` where LLDB unwinds the module through its side file, else why not; None
-    while there is no process to ask (the next stop asks again)."""
+    while there is no process to ask (the next stop asks again).  Asked once per module and side
+    file: a process launched again keeps its modules, and their unwind plans."""
     process = target.GetProcess()
     if process is None or not process.IsValid() or not process.GetNumThreads():
         return None
-    addr = _covered_pc(target, path)
+    key = (target.GetExecutable().fullpath or "", path, symfile)
+    if key in _CHECKED:
+        return _CHECKED[key]
+    module = next((target.GetModuleAtIndex(i) for i in range(target.GetNumModules())
+                   if target.GetModuleAtIndex(i).GetFileSpec().fullpath == path), None)
+    addr = _covered_pc(target, module) if module is not None else None
+    verdict = _CHECKED[key] = _verdict(debugger, target, path, symfile, addr)
+    return verdict
+
+
+def _verdict(debugger, target, path, symfile, addr):
     if addr is None:
         return "attached (%s)" % symfile
     plan = _plan_at(debugger, target, addr)
@@ -122,6 +156,7 @@ def _wrong_frame(target, path, depth=64):
     worked out at the stop, maybe before the side file was attached: they are what its bt shows."""
     from ..core.unwind.unwinder import Stop
     from .command.backtrace import unwind
+    sync(target)
     module = next((target.GetModuleAtIndex(i) for i in range(target.GetNumModules())
                    if target.GetModuleAtIndex(i).GetFileSpec().fullpath == path), None)
     process = target.GetProcess()
@@ -145,6 +180,22 @@ def _wrong_frame(target, path, depth=64):
         if k > 0 and theirs[k - 1].GetModule() == module:
             return thread.GetIndexID(), theirs[k - 1].GetFrameID()
     return None
+
+
+def _drop_unloaded_twins(target, module):
+    """Take out of the target the modules of the same build as `module` that the process has not
+    loaded: another copy of a library that LLDB, as it made the target, took for a dependency by
+    its build ID (from another target).  `target symbols add` matches a side file to a module by
+    build ID, and refuses one that two modules match."""
+    uuid = module.GetUUIDString()
+    for i in reversed(range(target.GetNumModules())):
+        other = target.GetModuleAtIndex(i)
+        if other == module or other.GetUUIDString() != uuid:
+            continue
+        loaded = any(other.GetSectionAtIndex(k).GetLoadAddress(target) != lldb.LLDB_INVALID_ADDRESS
+                     for k in range(other.GetNumSections()))
+        if not loaded:
+            target.RemoveModule(other)
 
 
 def _add(debugger, target, path):
@@ -173,6 +224,11 @@ def _attach_one(debugger, target, module, major, report):
         return None
     if not module.FindSection(".sframe").IsValid() and module.FindSection(".text").IsValid():
         return None                        # no SFrame: nothing to say
+    _uncovered, first, usable = _coverage(path)
+    if not usable:
+        return None                        # (no usable SFrame: `sframe info` lists those modules already)
+    if first is None:
+        return "not attached: %s" % sidecache.COVERED
     if major < 23 and module.FindSection(".debug_info").IsValid():
         return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
@@ -191,6 +247,7 @@ def _attach_one(debugger, target, module, major, report):
         report("sframe: wrote %s, the DWARF CFI of %s's SFrame" % (made.path, os.path.basename(path)))
     if not (symfile and sidecache.is_entry_of(symfile, made)):
         # (LLDB may have taken another copy's side file by build ID: this one replaces it)
+        _drop_unloaded_twins(target, module)
         error = _add(debugger, target, made.path)
         if error is not None:
             return "not attached: target symbols add: %s" % error
@@ -198,6 +255,7 @@ def _attach_one(debugger, target, module, major, report):
 
 
 _PENDING = "attached, not checked yet: no process"
+
 
 
 def attach(debugger, target, report=None):
@@ -245,10 +303,18 @@ def _has_hook(debugger, class_name):
     return ok and class_name in text
 
 
+_IN_DUMMY = []         # the debuggers whose dummy target has the stop hook: every new target copies it
+
+
 def ensure_hook(debugger, class_name):
-    """The stop hook in the selected target (or, with none, the dummy target every new one copies)."""
+    """The stop hook in the selected target (or, with none, the dummy target every new one copies;
+    LLDB 23 lists such a copy's class as `<unknown>`: a target made after that needs nothing)."""
+    if debugger.GetID() in _IN_DUMMY and debugger.GetNumTargets():
+        return
     if not _has_hook(debugger, class_name):
-        _run(debugger, "target stop-hook add -P %s" % class_name)
+        ok, _text = _run(debugger, "target stop-hook add -P %s" % class_name)
+        if ok and not debugger.GetNumTargets():
+            _IN_DUMMY.append(debugger.GetID())
 
 
 def install(debugger, package):

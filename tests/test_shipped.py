@@ -20,6 +20,7 @@ the ELF header's entry point says the walk ends there (core.elf.entry).
 import json
 import os
 import re
+import shlex
 import shutil
 import stat as st
 import subprocess
@@ -28,15 +29,19 @@ from pathlib import Path
 
 import pytest
 import toolchains as T
-from test_gdb import PLUGIN, run_gdb
+from test_gdb import PLUGIN, Qemu, run_gdb
+
+from sframekit.core.elf import sidefile
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = T.FIXTURES_DIR / "shipped.c"
 CLI = REPO / "scripts" / "sframe"
 PLUGIN_LLDB = REPO / "lldb_plugin"
 CFLAGS = ("-O2", "-fomit-frame-pointer", "-Wa,--gsframe")
-SHAPES = ("strip-s", "strip-s-nopie", "strip-debug", "g")
-CASES = [("gdb13", "host"), ("gdb16", "trixie"), ("gdb18", "sid")]
+SHAPES = ("strip-s", "strip-s-nopie", "strip-debug", "g", "debuglink", "buildid", "lib-linked", "lib-dlopen")
+LIBRARY_SHAPES = ("lib-linked", "lib-dlopen")
+CASES = [("gdb13", "host"), ("gdb16", "trixie"), ("gdb18", "sid"), ("multiarch", "sid-aarch64"),
+         ("multiarch", "sid-s390x")]
 
 
 def _shape_cmds(tc, shape, work):
@@ -44,8 +49,27 @@ def _shape_cmds(tc, shape, work):
     and WORK/noeh/prog (without it): one build, cut two ways."""
     build = work / ("build-" + shape)
     flags = list(CFLAGS) + ["-g"] + (["-no-pie"] if shape == "strip-s-nopie" else [])
+    if shape in LIBRARY_SHAPES:
+        # The program keeps its CFI; its library (libship.so, beside it) is cut `strip -s`.
+        lib = work / ("build-%s.so" % shape)
+        cmds = [[tc.cc, *flags, "-fPIC", "-shared", "-DSHIP_LIBRARY", "-Wl,-soname,libship.so", "-o", str(lib),
+                 str(SOURCE)]]
+        if shape == "lib-linked":
+            cmds.append([tc.cc, *flags, "-DSHIP_LINKED", "-o", str(build), str(SOURCE), str(lib), "-Wl,-rpath,$ORIGIN"])
+        else:
+            cmds.append([tc.cc, *flags, "-DSHIP_DLOPEN", "-o", str(build), str(SOURCE), "-ldl"])
+        for kind in ("ref", "noeh"):
+            out = work / shape / kind / "prog"
+            removed = ["-R", ".eh_frame", "-R", ".eh_frame_hdr"] if kind == "noeh" else []
+            cmds += [["mkdir", "-p", str(out.parent)], ["cp", str(build), str(out)],
+                     [tc.tool("strip"), "-s", *removed, "-o", str(out.parent / "libship.so"), str(lib)]]
+        return cmds
     cmds = [[tc.cc, *flags, "-o", str(build), str(SOURCE)]]
-    cut = {"strip-s": ["-s"], "strip-s-nopie": ["-s"], "strip-debug": ["--strip-debug"], "g": None}[shape]
+    cut = {"strip-s": ["-s"], "strip-s-nopie": ["-s"], "strip-debug": ["--strip-debug"], "g": None,
+           "debuglink": ["-s"], "buildid": ["-s"]}[shape]
+    debug = work / shape / "prog.debug"          # a separate debug file, as -dbgsym packages ship
+    if shape in ("debuglink", "buildid"):
+        cmds += [["mkdir", "-p", str(debug.parent)], [tc.tool("objcopy"), "--only-keep-debug", str(build), str(debug)]]
     for kind in ("ref", "noeh"):
         out = work / shape / kind / "prog"
         removed = ["-R", ".eh_frame", "-R", ".eh_frame_hdr"] if kind == "noeh" else []
@@ -54,7 +78,15 @@ def _shape_cmds(tc, shape, work):
             cmds.append([tc.tool("objcopy"), *removed, str(build), str(out)] if removed else ["cp", str(build), str(out)])
         else:
             cmds.append([tc.tool("strip"), *cut, *removed, "-o", str(out), str(build)])
+        if shape == "debuglink":      # found beside the program by its .gnu_debuglink
+            cmds += [[tc.tool("objcopy"), "--add-gnu-debuglink=%s" % debug, str(out)],
+                     ["cp", str(debug), str(out.parent / debug.name)]]
     return cmds
+
+
+def _debug_dirs(work, shape):
+    """GDB's `set debug-file-directory` for a shape: its build-ID directory where it has one."""
+    return ["set debug-file-directory %s:/usr/lib/debug" % (work / "debugdir")] if shape == "buildid" else []
 
 
 @pytest.fixture(scope="module")
@@ -64,21 +96,33 @@ def shipped(roots, tmp_path_factory):
     for _gdb, toolchain in CASES:
         tc = T.toolchain(toolchain)
         work = tmp_path_factory.mktemp("shipped-" + toolchain)
-        script = "set -e\n" + "".join(" ".join(map(str, c)) + "\n" for shape in SHAPES for c in _shape_cmds(tc, shape, work))
+        script = "set -e\n" + "".join(shlex.join(map(str, c)) + "\n" for shape in SHAPES for c in _shape_cmds(tc, shape, work))
         T.run_in(tc, ["sh", "-c", script], cwd=work, check=True)
+        # The buildid shape's debug file, where debuggers look it up by build ID.
+        where = Path(sidefile.build_id_path(str(work / "buildid" / "debugdir"), str(work / "build-buildid")))
+        where.parent.mkdir(parents=True)
+        shutil.copy(work / "buildid" / "prog.debug", where)
         out[toolchain] = work
     return out
 
 
-def _pcs(frames, skip=()):
+def _pcs(frames, skip=(), relocated=False):
     """Frame PCs, GDB's inline frames (the PC and CFA of the frame after them) and the levels in
-    `skip` left out."""
+    `skip` left out.  `relocated`: as (PC within its page, CFA less frame 0's), comparable across
+    two runs under qemu-user, which may map the program and its libraries elsewhere each run."""
     out, last = [], None
+    base = frames[0].cfa if frames and frames[0].cfa is not None else 0
     for f in frames:
         if (f.pc, f.cfa) != last and f.level not in skip:
-            out.append(f.pc)
+            out.append((f.pc & 0xFFF, None if f.cfa is None else f.cfa - base) if relocated else f.pc)
         last = (f.pc, f.cfa)
+    if relocated and out:
+        out[-1] = (out[-1][0], None)      # (the outermost frame's id: GDB's DWARF unwinder gives it none)
     return out
+
+
+def _hex(pcs):
+    return [hex(p) if isinstance(p, int) else p for p in pcs]
 
 
 def _tailcalls(out, label):
@@ -99,14 +143,39 @@ while f is not None:
 end"""
 
 
-def _session(prog, label, core=None, before=(), plugin=False):
+def _session(prog, label, core=None, before=(), plugin=False, tc=None, qemu=None):
+    """GDB's commands for one stop at getppid in `prog`: natively, or under qemu-user (`qemu` waits
+    for GDB on its port; `tc`: its toolchain, for the sysroot)."""
     lines = ["set startup-with-shell off", "set backtrace past-main on", *before]
     if plugin:
         lines.append("source %s" % PLUGIN)
-    lines += ["file %s" % prog, "break getppid", "run", "frames-dump %s" % label, _TAILCALLS.replace("LABEL", repr(label))]
+    lines.append("file %s" % prog)
+    if qemu is not None:
+        lines += ["set sysroot %s" % tc.sysroot, "set solib-search-path %s" % prog.parent, "break getppid",
+                  "target remote :%d" % qemu.port, "continue"]
+    else:
+        lines += ["break getppid", "run"]
+    lines += ["frames-dump %s" % label, _TAILCALLS.replace("LABEL", repr(label))]
     if core is not None:
         lines.append("generate-core-file %s" % core)
-    return lines + ["kill"]
+    return lines + ["kill", "delete"]
+
+
+def _run_sessions(gdb, tc, work, *sessions):
+    """One GDB over sessions of (program, label, options): each under its own qemu-user for a cross
+    toolchain (started the same way: the same stack)."""
+    qemus = []
+    try:
+        lines = []
+        for prog, label, options in sessions:
+            q = Qemu(tc.name, prog) if tc.cross else None
+            if q is not None:
+                qemus.append(q)
+            lines += _session(prog, label, tc=tc, qemu=q, **options)
+        return run_gdb(gdb, lines, work)
+    finally:
+        for q in qemus:
+            q.close()
 
 
 def _cli_frames(toolchain, core, prog, work):
@@ -122,29 +191,41 @@ def _cli_frames(toolchain, core, prog, work):
 def test_shipped_shapes_unwind_as_dwarf(shipped, gdb, toolchain, shape):
     work = shipped[toolchain] / shape
     ref, noeh = work / "ref" / "prog", work / "noeh" / "prog"
-    core = work / "core"
-    out = run_gdb(gdb, _session(ref, "ref") + _session(noeh, "plugin", core=core, plugin=True), work)
-    want = _pcs(out.frames("ref"))
+    tc = T.toolchain(toolchain)
+    core = None if tc.cross else work / "core"         # (qemu-user's gdbstub writes no core)
+    dirs = _debug_dirs(work, shape)
+    out = _run_sessions(gdb, tc, work, (ref, "ref", {"before": dirs}),
+                        (noeh, "plugin", {"core": core, "before": dirs, "plugin": True}))
+    want = _pcs(out.frames("ref"), relocated=tc.cross)
     assert "Traceback" not in out and len(want) > 20, out[-4000:]
-    got = _pcs(out.frames("plugin"))
+    got = _pcs(out.frames("plugin"), relocated=tc.cross)
     assert got == want, "%s %s %s: GDB with the plugin\n%s\nDWARF of the copy with .eh_frame\n%s" % (
-        gdb, toolchain, shape, [hex(p) for p in got], [hex(p) for p in want])
+        gdb, toolchain, shape, _hex(got), _hex(want))
 
     # (the stack's own frames: GDB's tail-call frames left out)
     stack = _pcs(out.frames("ref"), _tailcalls(out, "ref"))
-    cli, text = _cli_frames(toolchain, core, noeh, work)
-    assert cli == stack, "sframe backtrace of the core\n%s\nDWARF\n%s" % (text, [hex(p) for p in stack])
+    if core is not None:
+        cli, text = _cli_frames(toolchain, core, noeh, work)
+        assert cli == stack, "sframe backtrace of the core\n%s\nDWARF\n%s" % (text, [hex(p) for p in stack])
 
     if shape == "g":
         return
     side = work / "side"
-    T.run_in(toolchain, ["/usr/bin/python3", str(CLI), "cfi", str(noeh), "--build-id-dir", str(side)], cwd=work,
-             check=True)
-    dirs = "%s:/usr/lib/debug" % side
-    out = run_gdb(gdb, _session(noeh, "side", before=["set debug-file-directory %s" % dirs]), work)
-    got = _pcs(out.frames("side"))
+    target = noeh.parent / "libship.so" if shape in LIBRARY_SHAPES else noeh
+    made = T.run_in(toolchain, ["/usr/bin/python3", str(CLI), "cfi", str(target), "--build-id-dir", str(side)]
+                    + (["--debug-file", str(work / "prog.debug")] if shape == "buildid" else []), cwd=work, check=True)
+    if shape in ("debuglink", "buildid"):
+        assert "with the debug information of %s" % (work / ("noeh" if shape == "debuglink" else ".") / "prog.debug") \
+            in made.stdout.replace("/./", "/"), made.stdout
+    dirs = "%s:%s/debugdir:/usr/lib/debug" % (side, work)
+    out = _run_sessions(gdb, tc, work, (noeh, "side", {"before": ["set debug-file-directory %s" % dirs]}))
+    got = _pcs(out.frames("side"), relocated=tc.cross)
     assert got == want, "%s %s %s: GDB through the side file, no plugin\n%s\nDWARF\n%s" % (
-        gdb, toolchain, shape, [hex(p) for p in got], [hex(p) for p in want])
+        gdb, toolchain, shape, _hex(got), _hex(want))
+    if shape in ("debuglink", "buildid"):
+        # (the side file carries the debug file's contents: GDB still names the functions and shows
+        # their arguments)
+        assert "descend" in {f.name for f in out.frames("side")}, out.frames("side")
     if toolchain == "host":
         eu = subprocess.run(["eu-stack", "--core", str(core), "--executable", str(noeh), "--debuginfo-path", dirs],
                             capture_output=True, text=True, timeout=120)
@@ -168,9 +249,12 @@ def test_entry_code_of_every_toolchain_is_found(shipped):
             image = ElfImage(str(work / ("build-" + shape)))
             start = image.function_at(image.entry)
             assert entry == image.entry and start is not None and start[2] == "_start"
-            got = entrymod.entry_extent(abimod.AMD64, entry, entrymod.code_reader(read))
-            assert got is not None and got[0] == entry and got[1] <= start[0] + start[1], (toolchain, shape, got, start)
-            assert got[1] >= start[0] + start[1] - 16, (toolchain, shape, got, start)
+            abi = {"x86_64": abimod.AMD64, "aarch64": abimod.AARCH64_LE, "s390x": abimod.S390X}[T.toolchain(toolchain).arch]
+            got = entrymod.entry_extent(abi, entry, entrymod.code_reader(read))
+            # (s390x's `_start` has a symbol of size 0: it ends where the next function begins)
+            end = start[0] + start[1] if start[1] else min(a for a, _n, _name in image._symtab() if a > entry)
+            # (the rest, at most alignment padding)
+            assert got is not None and got[0] == entry and end - 32 <= got[1] <= end, (toolchain, shape, got, start, end)
     # A shared library (libc asks for an interpreter and has an entry point) is no program.
     assert entrymod.program_entry(entrymod.file_reader("/lib/x86_64-linux-gnu/libc.so.6")) is None
 
@@ -234,7 +318,7 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
     (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
     work = shipped[toolchain]
-    first = ("strip-s", "strip-debug", "g", "strip-s-nopie")
+    first = ("strip-s", "strip-debug", "g", "strip-s-nopie", "lib-linked", "lib-dlopen")
     second = ("strip-s-nopie", "strip-debug", "strip-s")
     sessions = []
     for k, order in enumerate((first, second)):
@@ -269,9 +353,12 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
             if shape == "g" and lldb < 23:
                 assert "prog: not attached: LLDB %d drops a module's load addresses" % lldb in info, info
                 continue
-            assert "prog: attached (" in info, info
+            module = "libship.so" if shape in LIBRARY_SHAPES else "prog"
+            assert "%s: attached (" % module in info, info
+            if shape in LIBRARY_SHAPES:
+                assert "prog: not attached: its own DWARF CFI covers every function its SFrame does" in info, info
             own = blocks["own-" + shape]
-            if k == 0 and "but LLDB %d worked out how to unwind prog before it was there" % lldb in info:
+            if k == 0 and "but LLDB %d worked out how to unwind %s before it was there" % (lldb, module) in info:
                 # (LLDB unwound the module at the first stop, before the plugin could attach the side
                 # file it writes then: said so; the next session takes it as it loads the module)
                 assert _own_pcs(own) != want, info
@@ -282,8 +369,9 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
                 "LLDB %d %s: its own bt after the import\n%s\nits bt with .eh_frame\n%s" % (
                     lldb, shape, own, blocks["ref-" + shape])
     # Each copy of the build got its own side file (the `-g` one only where LLDB takes it).
+    # (and the library's, one copy of one build in both library shapes)
     copies = list((tmp_path / "cfi" / "copies").glob("*/*.debug"))
-    assert len(copies) == (4 if lldb >= 23 else 3), copies
+    assert len(copies) == (5 if lldb >= 23 else 4), copies
 
 
 # -- the side-file cache --------------------------------------------------------------------------

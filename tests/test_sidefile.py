@@ -435,7 +435,7 @@ def test_lldb_side_file_written_by_several_processes(tmp_path, monkeypatch, lldb
     blocks = _blocks(s.stdout)
     want, got = _lldb_frames(blocks["orig"]), _lldb_frames(blocks["strp"])
     assert len(want) >= 32 and [(pc, fn) for pc, _m, fn in got] == [(pc, fn) for pc, _m, fn in want], blocks["strp"]
-    cached = list((tmp_path / "cfi").rglob("*.debug"))
+    cached = list((tmp_path / "cfi" / "copies").glob("*/*.debug"))
     assert len(cached) == 1, cached
     sidefile.write(str(strp), str(tmp_path / "one.debug"), workers=1)
     assert cached[0].read_bytes() == (tmp_path / "one.debug").read_bytes()

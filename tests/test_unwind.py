@@ -547,6 +547,23 @@ def fp_chain(mem, frames):
         mem.word(fp + 8, ra)
 
 
+X86_FP_PROLOGUE = bytes.fromhex("f30f1efa554889e5")          # endbr64; push %rbp; mov %rsp,%rbp
+X86_DRAP_PROLOGUE = bytes.fromhex("4c8d542408" "4883e4c0" "41ff72f8" "55" "4889e5")   # lea 8(%rsp),%r10; and $-64,%rsp; ...
+A64_FP_PROLOGUE = bytes.fromhex("3f2303d5" "fd7bbda9" "fd030091")   # paciasp; stp x29, x30, [sp, #-48]!; mov x29, sp
+
+
+def functions(mem, prologue, starts):
+    """symbolize(addr) for functions at `starts` (each up to the next 4 KiB page), whose code
+    begins with `prologue`."""
+    for start in starts:
+        mem.put(start, prologue.ljust(64, b"\0"))
+
+    def symbolize(addr):
+        start = addr & ~0xFFF
+        return ("f%x" % start, addr - start) if start in starts else None
+    return symbolize
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_fp_fallback_promised_by_header(version):
     flags = F.Flag.FDE_SORTED | F.Flag.FRAME_POINTER
@@ -555,9 +572,9 @@ def test_fp_fallback_promised_by_header(version):
     fp1, fp2 = STACK + 0x40, STACK + 0x100
     fp_chain(mem, [(fp1, 0x401234, fp2), (fp2, 0x401444, 0)])
     # 0x401100 is in the module but in no FDE
-    res = run(Frame(0x401100, STACK, fp1), A.AMD64, mem, finder(idx), topmost=False)
+    sym = functions(mem, X86_FP_PROLOGUE, (0x401000,))
+    res = run(Frame(0x401100, STACK, fp1), A.AMD64, mem, finder(idx), topmost=False, symbolize=sym)
     assert (res.pc, res.sp, res.fp, res.cfa, res.method) == (0x401234, fp1 + 16, fp2, fp1 + 16, Method.FRAME_POINTER)
-    assert len(mem.reads) <= 3
     # without the flag: no fallback
     idx2 = index_of(version, F.ABI.AMD64_ENDIAN_LITTLE, [Func(0x401000, 0x10, [Row(0, (8,))])])
     stop = assert_stop(run(Frame(0x401100, STACK, fp1), A.AMD64, mem, finder(idx2), topmost=False),
@@ -569,10 +586,11 @@ def test_fp_fallback_by_parameter_and_chain_end():
     mem = Mem()
     fp1, fp2 = STACK + 0x40, STACK + 0x100
     fp_chain(mem, [(fp1, 0x601234, fp2), (fp2, 0x601444, 0)])
-    frames, stop = backtrace(Frame(0x601000, STACK, fp1), abi=A.AMD64, read=mem.read, find=no_module,
-                             fp_fallback=True)
+    sym = functions(mem, X86_FP_PROLOGUE, (0x601000,))
+    frames, stop = backtrace(Frame(0x601010, STACK, fp1), abi=A.AMD64, read=mem.read, find=no_module,
+                             fp_fallback=True, symbolize=sym)
     assert [(f.pc, f.sp, f.fp, f.method) for f in frames] == [
-        (0x601000, STACK, fp1, None),
+        (0x601010, STACK, fp1, None),
         (0x601234, fp1 + 16, fp2, Method.FRAME_POINTER),
         (0x601444, fp2 + 16, 0, Method.FRAME_POINTER)]
     assert stop.reason is StopReason.OUTERMOST and "frame pointer is zero" in stop.detail
@@ -582,21 +600,63 @@ def test_fp_fallback_by_parameter_and_chain_end():
 
 def test_fp_fallback_checks():
     mem = Mem()
-    assert_stop(run(Frame(0x601000, STACK, STACK + 4), A.AMD64, mem, no_module, False, fp_fallback=True),
-                StopReason.CFA_MISALIGNED)
-    assert_stop(run(Frame(0x601000, STACK, STACK - 0x40), A.AMD64, mem, no_module, False, fp_fallback=True),
-                StopReason.FP_BELOW_SP)
-    assert_stop(run(Frame(0x601000, STACK, STACK + 0x40), A.AMD64, mem, no_module, False, fp_fallback=True,
-                    prev_cfa=STACK + 0x80), StopReason.CFA_NOT_INCREASING)
-    stop = assert_stop(run(Frame(0x601000, STACK, STACK + 0x40), A.AMD64, mem, no_module, False, fp_fallback=True),
-                       StopReason.MEMORY_READ)
+    sym = functions(mem, X86_FP_PROLOGUE, (0x601000,))
+
+    def fp_run(frame, abi=A.AMD64, memory=mem, **kw):
+        return run(frame, abi, memory, no_module, False, fp_fallback=True, symbolize=sym, **kw)
+    assert_stop(fp_run(Frame(0x601010, STACK, STACK + 4)), StopReason.CFA_MISALIGNED)
+    assert_stop(fp_run(Frame(0x601010, STACK, STACK - 0x40)), StopReason.FP_BELOW_SP)
+    assert_stop(fp_run(Frame(0x601010, STACK, STACK + 0x40), prev_cfa=STACK + 0x80), StopReason.CFA_NOT_INCREASING)
+    stop = assert_stop(fp_run(Frame(0x601010, STACK, STACK + 0x40)), StopReason.MEMORY_READ)
     assert stop.address == STACK + 0x48
     mem.word(STACK + 0x48, 0)
-    assert_stop(run(Frame(0x601000, STACK, STACK + 0x40), A.AMD64, mem, no_module, False, fp_fallback=True),
-                StopReason.OUTERMOST)
-    assert_stop(run(Frame(0x601000, STACK), A.AMD64, mem, no_module, False, fp_fallback=True), StopReason.NO_SFRAME)
-    assert_stop(run(Frame(0x601000, STACK, STACK + 0x40), A.S390X, Mem(True), no_module, False, fp_fallback=True),
-                StopReason.NO_SFRAME)
+    assert_stop(fp_run(Frame(0x601010, STACK, STACK + 0x40)), StopReason.OUTERMOST)
+    assert_stop(fp_run(Frame(0x601010, STACK)), StopReason.NO_SFRAME)
+    assert_stop(fp_run(Frame(0x601010, STACK, STACK + 0x40), A.S390X, Mem(True)), StopReason.NO_SFRAME)
+
+
+def test_fp_fallback_only_through_a_frame_record():
+    """`sframe bt -f` never gives a wrong frame: the frame pointer is followed only where the
+    function's prologue made it a frame record before the PC; a stack-realigning (DRAP) function,
+    one without a frame pointer, one whose start no symbol gives, or a PC before the prologue's end
+    (or after the epilogue restored FP, in the topmost frame) stops the walk, saying why."""
+    mem = Mem()
+    fp1 = STACK + 0x40
+    fp_chain(mem, [(fp1, 0x601234, STACK + 0x100)])
+    sym = functions(mem, X86_FP_PROLOGUE, (0x601000,))
+    sym_drap = functions(mem, X86_DRAP_PROLOGUE, (0x701000,))
+    sym_none = functions(mem, bytes.fromhex("4883ec18"), (0x801000,))      # sub $0x18,%rsp
+
+    def fp_run(pc, symbolize, topmost=False, abi=A.AMD64, memory=mem):
+        return run(Frame(pc, STACK, fp1), abi, memory, no_module, topmost, fp_fallback=True, symbolize=symbolize)
+    assert fp_run(0x601010, sym).pc == 0x601234
+    for pc, symbolize, words in ((0x701020, sym_drap, "realigns its stack first"),
+                                 (0x801020, sym_none, "keeps no frame pointer"),
+                                 (0x601010, lambda addr: None, "no symbol gives the start"),
+                                 (0x601005, sym, "not set up yet")):
+        stop = assert_stop(fp_run(pc, symbolize, topmost=pc == 0x601005), StopReason.FP_UNTRUSTED)
+        assert words in stop.detail, stop
+    # the topmost frame past `leave`: FP is the caller's again
+    mem.put(0x601008, b"\x90" * 0x18 + bytes.fromhex("90c9c3") + b"\x90" * 0x40)     # (nops, leave, ret)
+    stop = assert_stop(fp_run(0x601022, sym, topmost=True), StopReason.FP_UNTRUSTED)
+    assert "restored its caller's frame pointer" in stop.detail
+
+
+@pytest.mark.parametrize("prologue,cfa_offset", [
+    (A64_FP_PROLOGUE, 48),
+    (bytes.fromhex("ff0301d1" "fd7b02a9" "fd830091"), 0x40 - 0x20),    # sub sp, sp, #64; stp x29, x30, [sp, #32]; add x29, sp, #32
+])
+def test_fp_fallback_aarch64_frame_records(prologue, cfa_offset):
+    mem = Mem()
+    fp1 = STACK + 0x40
+    fp_chain(mem, [(fp1, 0x601234, STACK + 0x100)])
+    sym = functions(mem, prologue, (0x601000,))
+    res = run(Frame(0x601020, STACK, fp1), A.AARCH64_LE, mem, no_module, False, fp_fallback=True, symbolize=sym)
+    assert (res.pc, res.cfa, res.sp) == (0x601234, fp1 + cfa_offset, fp1 + cfa_offset)
+    sym_bad = functions(mem, bytes.fromhex("ff4300d1"), (0x701000,))      # sub sp, sp, #16: no frame record
+    stop = assert_stop(run(Frame(0x701020, STACK, fp1), A.AARCH64_LE, mem, no_module, False, fp_fallback=True,
+                           symbolize=sym_bad), StopReason.FP_UNTRUSTED)
+    assert "does not begin by setting up its frame record" in stop.detail
 
 
 @pytest.mark.parametrize("sabi,abi,big", A64)
@@ -604,9 +664,10 @@ def test_fp_fallback_aarch64_strips_signed_lr(sabi, abi, big):
     mem = Mem(big)
     fp1 = STACK + 0x40
     fp_chain(mem, [(fp1, 0x3C00_0000_0060_1234, STACK + 0x100)])
-    res = run(Frame(0x601000, STACK, fp1), abi, mem, no_module, False, fp_fallback=True)
+    sym = functions(mem, A64_FP_PROLOGUE, (0x601000,))
+    res = run(Frame(0x601010, STACK, fp1), abi, mem, no_module, False, fp_fallback=True, symbolize=sym)
     assert (res.pc, res.ra, res.ra_stripped, res.sp, res.fp) == (
-        0x601234, 0x3C00_0000_0060_1234, True, fp1 + 16, STACK + 0x100)
+        0x601234, 0x3C00_0000_0060_1234, True, fp1 + 48, STACK + 0x100)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -67,10 +67,6 @@ class ABIInfo:
     def fp_chain_ra_offset(self) -> int:
         return self.ptr_size
 
-    @property
-    def fp_chain_cfa_offset(self) -> int:
-        return 2 * self.ptr_size
-
 
 AMD64 = ABIInfo(
     "amd64", "AMD64 little-endian", F.ABI.AMD64_ENDIAN_LITTLE, False, sp=7, fp=6, ra=16,

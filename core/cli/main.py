@@ -108,10 +108,15 @@ def cmd_cfi(args: argparse.Namespace) -> int:
     out = args.output or sidefile.build_id_path(args.build_id_dir, args.file)
     if args.build_id_dir:
         os.makedirs(os.path.dirname(out), exist_ok=True)
-    made = sidefile.write(args.file, out, callee_saved=args.registers, all_functions=args.all, workers=args.jobs)
-    print("%s: %d function%s with SFrame written as %d DWARF FDE%s%s%s" % (
+    from ..elf.debugfile import separate_debug_file
+    debug = None if args.no_debug_file else args.debug_file or separate_debug_file(
+        args.file, skip=args.build_id_dir)
+    made = sidefile.write(args.file, out, callee_saved=args.registers, all_functions=args.all, workers=args.jobs,
+                          debug_file=debug)
+    print("%s: %d function%s with SFrame written as %d DWARF FDE%s%s%s%s" % (
         out, made.functions, "" if made.functions == 1 else "s", made.fdes, "" if made.fdes == 1 else "s",
         "; %d left to the program's own CFI" % made.skipped if made.skipped else "",
+        "; with the debug information of %s" % debug if debug else "",
         "; the program has no .symtab: its symbols are its .dynsym and one per function" if made.symtab_from_dynsym else ""))
     if made.build_id is None:
         print("warning: %s has no build ID: no debugger finds this file by itself; load it with GDB's "
@@ -202,9 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "information (.debug_frame), with the callee-saved registers the function's code proves "
                         "(the others undefined), the program's build ID and its section layout: GDB, LLDB and "
                         "eu-stack then unwind with it where the program has no CFI of its own.  Functions the "
-                        "program's own CFI covers are left out unless --all.",
-                        epilog="Use it:  gdb -iex 'set debug-file-directory DIR' PROG   |   lldb: target symbols add "
-                        "OUT   |   eu-stack --debuginfo-path=DIR ...  (DIR as given to --build-id-dir)")
+                        "program's own CFI covers are left out unless --all.  "
+                        "The program's own separate debug file (by build ID under /usr/lib/debug, or by "
+                        ".gnu_debuglink) is carried in it: the debuggers take the side file in its place.",
+                        epilog="Use it:  gdb -iex 'set debug-file-directory DIR:/usr/lib/debug' PROG   |   lldb: target "
+                        "symbols add OUT   |   eu-stack --debuginfo-path=DIR:/usr/lib/debug ...  (DIR as given to "
+                        "--build-id-dir)")
     cf.add_argument("file")
     cf.add_argument("-o", "--output", metavar="OUT", help="the side file to write")
     cf.add_argument("--build-id-dir", metavar="DIR",
@@ -214,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the callee-saved registers the function's code proves (default: on; off: all undefined)")
     cf.add_argument("-j", "--jobs", type=_positive, metavar="N",
                     help="analyse the functions in at most N processes (default: one per core this process may use)")
+    dbg = cf.add_mutually_exclusive_group()
+    dbg.add_argument("--debug-file", metavar="DBG",
+                     help="the program's separate debug file, whose debug information the side file carries "
+                     "(default: the one found by build ID under /usr/lib/debug or by .gnu_debuglink)")
+    dbg.add_argument("--no-debug-file", action="store_true", help="carry no separate debug file's contents")
     cf.set_defaults(func=cmd_cfi)
     gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
     gi.set_defaults(func=cmd_gdbinit)

@@ -25,7 +25,7 @@ debug sections and the symbol table are copied, the others become SHT_NULL.
 
 import os
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from ..arch import abi as abimod
@@ -208,18 +208,14 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
 
 
 def _with_debug_file(prog: _Program, dbg: _Program, path: str) -> _Program:
-    """The program with the debug information and symbols of its separate debug file in place of
-    its own: the debug file must number its sections as the program does (objcopy
-    --only-keep-debug keeps the program's section header table) and carry its build ID."""
-    same = len(dbg.sections) == len(prog.sections) and all(
-        a.name == b.name for a, b in zip(dbg.sections, prog.sections))
-    if not same or (prog.build_id is not None and dbg.build_id not in (None, prog.build_id)):
-        raise ElfError("%s: not the separate debug file of this program (other build ID or sections)" % path)
-    copied = dict(prog.copied)
-    copied.update(dbg.copied)
-    return replace(prog, copied=copied, frame=prog.frame or dbg.frame,
-                   symtab=None if any(s.name == ".symtab" for s in dbg.sections if s.number in dbg.copied)
-                   else prog.symtab)
+    """What the side file is made of where the program has a separate debug file: that file (objcopy
+    --only-keep-debug shapes one as a side file is shaped: the program's headers, notes and
+    allocated sections as SHT_NOBITS, in the numbering of the build its symbols and debug
+    information refer to, which stripping the program renumbered), its own `.debug_frame` first."""
+    if prog.build_id is None or dbg.build_id != prog.build_id or dbg.elfclass != prog.elfclass or \
+            dbg.order != prog.order:
+        raise ElfError("%s: not the separate debug file of this program (another build ID)" % path)
+    return dbg
 
 
 def _fde_ranges(frame: bytes, order: str, wide: bool) -> List[Tuple[int, int]]:

@@ -25,6 +25,7 @@ from ..saves import analysis as saves
 from ..sframe import format as F
 from ..sframe.format import MASK64
 from ..sframe.rules import UNCHANGED, RuleKind
+from . import framepointer
 
 if TYPE_CHECKING:
     from ..sframe.index import Match
@@ -70,6 +71,7 @@ class StopReason(enum.Enum):
     CFA_MISALIGNED = "CFA not word-aligned (corrupt stack?)"
     CFA_NOT_INCREASING = "previous frame inner to this frame (corrupt stack?)"
     FP_BELOW_SP = "frame pointer below the stack pointer (corrupt stack?)"
+    FP_UNTRUSTED = "the frame pointer cannot be trusted as a frame record here"
     UNSAFE_UNWIND = "rule needs a register not known in this frame"
     DEPTH_LIMIT = "backtrace limit exceeded"
 
@@ -384,8 +386,10 @@ def _sframe_step(ctx, match, prev_cfa, pac_mask, index=None, callee_saved=False,
                  ra_stripped=stripped, level=frame.level + 1, match=match)
 
 
-def _fp_step(ctx, prev_cfa, pac_mask, why):
-    """Frame-pointer chain: [FP] = caller's FP, [FP + ptr] = return address, CFA = FP + 2 ptr."""
+def _fp_step(ctx, prev_cfa, pac_mask, why, lookup_pc, symbolize):
+    """Frame-pointer chain: [FP] = caller's FP, [FP + ptr] = return address, CFA = FP + the distance
+    the function's prologue put its frame record below its CFA (core.unwind.framepointer): only
+    where its symbol gives its start and its code shows the record set up."""
     frame, abi = ctx.frame, ctx.abi
     if not abi.fp_chain:
         raise ctx.stop(StopReason.NO_SFRAME, "%s, and %s has no frame-pointer chain to fall back on" % (why, abi.name))
@@ -394,7 +398,17 @@ def _fp_step(ctx, prev_cfa, pac_mask, why):
         raise ctx.stop(StopReason.NO_SFRAME, "%s, and FP is not known for the frame-pointer fallback" % why)
     if fp == 0:
         raise ctx.stop(StopReason.OUTERMOST, "frame pointer is zero (end of the frame-pointer chain)")
-    cfa = (fp + abi.fp_chain_cfa_offset) & MASK64
+    try:
+        named = symbolize(lookup_pc) if symbolize is not None else None
+    except Exception:          # the adapter's symbols, however they fail: none
+        named = None
+    if not named:
+        raise ctx.stop(StopReason.FP_UNTRUSTED, "%s; no symbol gives the start of its function, whose prologue "
+                       "would show a frame record" % why)
+    offset = framepointer.record_cfa_offset(abi, lookup_pc - named[1], lookup_pc, ctx.fetch, ctx.full)
+    if isinstance(offset, str):
+        raise ctx.stop(StopReason.FP_UNTRUSTED, "%s; %s" % (why, offset))
+    cfa = (fp + offset) & MASK64
     _check_cfa(ctx, cfa, prev_cfa, True)
     raw = ctx.word(fp + abi.fp_chain_ra_offset)
     if raw == 0:
@@ -640,7 +654,7 @@ def step(frame: Frame, *, abi: Union[int, abimod.ABIInfo], read: ReadMemory, fin
         why = "no SFrame FDE covers PC %#x" % pc if index is not None else "no module with SFrame covers PC %#x" % pc
         promised = index is not None and index.header.has(F.Flag.FRAME_POINTER)
         if fp_fallback or promised:
-            return _fp_step(ctx, prev_cfa, pac_mask, why)
+            return _fp_step(ctx, prev_cfa, pac_mask, why, lookup_pc, symbolize)
         raise ctx.stop(StopReason.NO_SFRAME, why)
     except _Stopped as s:
         return s.stop

@@ -23,8 +23,9 @@ not seen before are handled now, as at a stop).
         target = self._target(exe_ctx, debugger)
         sync(target)
         live = has_state(target.GetProcess())
-        lines = ["Target %s (%s), %d modules%s" % (
-            target.GetExecutable().fullpath or "?", target.GetTriple() or "?", target.GetNumModules(),
+        n = target.GetNumModules()
+        lines = ["Target %s (%s), %d module%s%s" % (
+            target.GetExecutable().fullpath or "?", target.GetTriple() or "?", n, "" if n == 1 else "s",
             "" if live else "; no process: file addresses")]
         sidefiles.ensure_hook(debugger, "%s.sidefiles.%s" % (__name__.rsplit(".", 2)[0], sidefiles.HOOK_CLASS))
         sidefiles.attach(debugger, target, lines.append)
