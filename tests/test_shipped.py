@@ -478,3 +478,78 @@ def test_cache_entries_are_checked_and_private(shipped, tmp_path):
 def _build_id(path):
     from sframekit.core.elf.sidecache import _copy_of
     return _copy_of(path, None).build_id
+
+
+# -- a real program, as distributions ship it -----------------------------------------------------
+
+# After the first instruction: a breakpoint at a function of a program without symbols, by its
+# address in the build that has them and the entry point the process started at (the program's
+# load bias: native PIEs, and qemu-user's placing).
+_BREAK_BY_ENTRY = """python
+import re
+_auxv = gdb.execute("info auxv", to_string=True)
+_entry = int(re.search(r"AT_ENTRY\\s.*?(0x[0-9a-fA-F]+)", _auxv).group(1), 16)
+gdb.execute("break *%#x" % (_entry - E_ENTRY + ADDRESS))
+end"""
+
+
+@pytest.mark.parametrize("gdb,toolchain", CASES, ids=["%s-%s" % c for c in CASES])
+def test_real_program_stripped(roots, tmp_path, gdb, toolchain):
+    """Lua (tests/realprogs.py, built from Debian's source package) cut `strip -s` without
+    `.eh_frame`, stopped deep in its parser: GDB with the plugin gives the frames GDB's DWARF
+    unwinder gives on the `strip -s` copy that keeps `.eh_frame`, to `_start` and no further; GDB
+    without the plugin, through the side file, too."""
+    import realprogs as RP
+    from sframekit.core.elf.image import ElfImage
+    tc = T.toolchain(toolchain)
+    program = RP.PROGRAMS["lua"]
+    work = program.deep
+    built = RP.build(toolchain, "lua")
+    for kind in ("ref", "noeh"):
+        (tmp_path / kind).mkdir()
+        removed = ["-R", ".eh_frame", "-R", ".eh_frame_hdr"] if kind == "noeh" else []
+        T.run_in(tc, [tc.tool("strip"), "-s", *removed, "-o", str(tmp_path / kind / "lua"), str(built)],
+                 binds=[built.parent, tmp_path], check=True)
+    for fname, text in work.files:
+        (tmp_path / fname).write_text(text)
+    args = [a.replace("{dir}", str(tmp_path)) for a in work.args]
+    image = ElfImage(str(built))
+    stop = _BREAK_BY_ENTRY.replace("E_ENTRY", "%#x" % image.entry).replace("ADDRESS", "%#x" % image.resolve(work.stop))
+
+    def session(prog, label, before=(), plugin=False, qemu=None):
+        lines = ["set startup-with-shell off", "set backtrace past-main on", *before]
+        if plugin:
+            lines.append("source %s" % PLUGIN)
+        lines.append("file %s" % prog)
+        if qemu is not None:
+            lines += ["set sysroot %s" % tc.sysroot, "target remote :%d" % qemu.port]
+        else:
+            lines.append("starti %s" % " ".join(args))
+        lines += [stop, "ignore $bpnum %d" % work.ignore, "continue",
+                  "frames-dump %s" % label, "kill", "delete"]
+        return lines
+
+    def run(*sessions):
+        qemus, lines = [], []
+        try:
+            for prog, label, options in sessions:
+                q = Qemu(toolchain, prog, args) if tc.cross else None
+                if q is not None:
+                    qemus.append(q)
+                lines += session(prog, label, qemu=q, **options)
+            return run_gdb(gdb, lines, tmp_path, timeout=900)
+        finally:
+            for q in qemus:
+                q.close()
+    out = run((tmp_path / "ref" / "lua", "ref", {}), (tmp_path / "noeh" / "lua", "plugin", {"plugin": True}))
+    want = _pcs(out.frames("ref"), relocated=tc.cross)
+    got = _pcs(out.frames("plugin"), relocated=tc.cross)
+    assert "Traceback" not in out and len(want) >= work.depth, out[-4000:]
+    assert got == want, "%s %s: Lua strip -s with the plugin\n%s\nDWARF, strip -s with .eh_frame\n%s" % (
+        gdb, toolchain, _hex(got), _hex(want))
+    side = tmp_path / "side"
+    T.run_in(tc, ["/usr/bin/python3", str(CLI), "cfi", str(tmp_path / "noeh" / "lua"), "--build-id-dir", str(side)],
+             cwd=tmp_path, check=True)
+    out = run((tmp_path / "noeh" / "lua", "side", {"before": ["set debug-file-directory %s:/usr/lib/debug" % side]}))
+    got = _pcs(out.frames("side"), relocated=tc.cross)
+    assert got == want, "%s %s: Lua strip -s through the side file\n%s\nDWARF\n%s" % (gdb, toolchain, _hex(got), _hex(want))
