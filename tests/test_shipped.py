@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 import toolchains as T
-from test_gdb import PLUGIN, Qemu, run_gdb
+from test_gdb import PLUGIN, Qemu, run_gdb, twin_copies
 
 from sframekit.core.elf import sidefile
 
@@ -553,3 +553,28 @@ def test_real_program_stripped(roots, tmp_path, gdb, toolchain):
     out = run((tmp_path / "noeh" / "lua", "side", {"before": ["set debug-file-directory %s:/usr/lib/debug" % side]}))
     got = _pcs(out.frames("side"), relocated=tc.cross)
     assert got == want, "%s %s: Lua strip -s through the side file\n%s\nDWARF\n%s" % (gdb, toolchain, _hex(got), _hex(want))
+
+
+# -- the frame-pointer fallback -------------------------------------------------------------------
+
+@pytest.mark.parametrize("toolchain", ["host", "trixie"])
+def test_fp_fallback_stops_at_a_realigned_frame(corpus, tmp_path, toolchain):
+    """`sframe backtrace --fp-fallback` (as `sframe bt -f`) through a DRAP-realigned function that
+    has no SFrame (gas before 2.46 writes no FDE for it) and no CFI: its frame pointer is no frame
+    record at its CFA, so the walk stops there, saying why, after the frames DWARF gives too
+    (before: a wrong CFA, then a false outermost frame)."""
+    build = corpus.get(toolchain, "realign", "O2-nofp")
+    orig, noeh = twin_copies(build, tmp_path)
+    core = tmp_path / "core"
+    # (the same stack in both: copies of one build at paths of equal length, started the same way)
+    out = run_gdb("gdb13" if toolchain == "host" else "gdb16",
+                  ["set startup-with-shell off", "file %s" % orig, "break stop_here", "run", "frames-dump dwarf", "kill",
+                   "file %s" % noeh, "run", "generate-core-file %s" % core, "kill"], tmp_path)
+    want = [f.pc for f in out.frames("dwarf")]
+    assert [f.name for f in out.frames("dwarf")][:3] == ["stop_here", "realigned_drap", "main"], out.frames("dwarf")
+    proc = T.run_in(toolchain, ["/usr/bin/python3", str(CLI), "backtrace", str(core), "--exe", str(noeh),
+                                "--fp-fallback", "--json"], cwd=tmp_path, check=True)
+    doc = json.loads(proc.stdout)["threads"][0]
+    got = [f["pc"] for f in doc["frames"]]
+    assert got == want[:2], (proc.stdout, [hex(p) for p in want])
+    assert doc["stop"]["reason"] == "FP_UNTRUSTED" and "realigns its stack first" in doc["stop"]["text"], doc["stop"]
