@@ -500,6 +500,7 @@ def test_real_program_stripped(roots, tmp_path, gdb, toolchain):
     unwinder gives on the `strip -s` copy that keeps `.eh_frame`, to `_start` and no further; GDB
     without the plugin, through the side file, too."""
     import realprogs as RP
+
     from sframekit.core.elf.image import ElfImage
     tc = T.toolchain(toolchain)
     program = RP.PROGRAMS["lua"]
