@@ -29,7 +29,7 @@ import lldb
 from ..core.elf import sidecache
 from ..core.unwind.modules import ModuleSet
 from ..core.unwind.tracker import file_identity
-from .access import sync
+from .access import has_state, sync
 
 # (target, module path) -> what happened, for `sframe info`; targets are told apart by their
 # executable and the process (or core) they hold.
@@ -93,14 +93,21 @@ def _coverage(path):
     return got
 
 
+_NOT_LOADED = -1
+
+
 def _covered_pc(target, module):
     """A load address of the module that SFrame covers and its own CFI does not (where LLDB can
-    only unwind through the side file), or None."""
+    only unwind through the side file), None where there is none, _NOT_LOADED while the process
+    has not loaded the module."""
     first = _coverage(module.GetFileSpec().fullpath)[1]
     sec = module.FindSection(".text")
     if first is None or not sec.IsValid():
         return None
-    return first + sec.GetLoadAddress(target) - sec.GetFileAddress()
+    loaded = sec.GetLoadAddress(target)
+    if loaded == lldb.LLDB_INVALID_ADDRESS:
+        return _NOT_LOADED
+    return first + loaded - sec.GetFileAddress()
 
 
 _PLAN = re.compile(r"^(Synchronous|Asynchronous) \([^)]*\) UnwindPlan is '([^']*)'", re.M)
@@ -130,6 +137,8 @@ def _check(debugger, target, path, symfile):
     module = next((target.GetModuleAtIndex(i) for i in range(target.GetNumModules())
                    if target.GetModuleAtIndex(i).GetFileSpec().fullpath == path), None)
     addr = _covered_pc(target, module) if module is not None else None
+    if addr == _NOT_LOADED:
+        return None               # (asked again at the next stop)
     verdict = _CHECKED[key] = _verdict(debugger, target, path, symfile, addr)
     return verdict
 
@@ -162,8 +171,10 @@ def _wrong_frame(target, path, depth=64):
     process = target.GetProcess()
     for thread in process:
         theirs, inlined = [], False
-        for k in range(min(thread.GetNumFrames(), depth)):
+        for k in range(depth):       # (not GetNumFrames(): it unwinds the whole stack)
             frame = thread.GetFrameAtIndex(k)
+            if not frame.IsValid():
+                break
             if not inlined and not frame.IsArtificial():
                 theirs.append(frame)
             inlined = frame.IsInlined()
@@ -174,7 +185,7 @@ def _wrong_frame(target, path, depth=64):
             if k >= len(ours) or frame.GetPC() != ours[k]:
                 break
         else:
-            if len(ours) <= len(theirs) or len(theirs) == depth:
+            if len(ours) <= len(theirs) or len(theirs) >= depth - 1:
                 continue
             k = len(theirs)
         if k > 0 and theirs[k - 1].GetModule() == module:
@@ -233,8 +244,9 @@ def _attach_one(debugger, target, module, major, report):
         return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
     symfile = module.GetSymbolFileSpec().fullpath
-    cache = sidecache.cache_dir()
-    own = symfile if symfile and symfile != path and not symfile.startswith(cache + os.sep) else None
+    cache = os.path.realpath(sidecache.cache_dir())
+    own = symfile if symfile and os.path.realpath(symfile) != os.path.realpath(path) and \
+        not os.path.realpath(symfile).startswith(cache + os.sep) else None
     # A module with a separate debug file of its own: the side file carries its debug information
     # and symbols too, as it takes its place.
     made = sidecache.side_file(path, debug_file=own)
@@ -247,7 +259,8 @@ def _attach_one(debugger, target, module, major, report):
         report("sframe: wrote %s, the DWARF CFI of %s's SFrame" % (made.path, os.path.basename(path)))
     if not (symfile and sidecache.is_entry_of(symfile, made)):
         # (LLDB may have taken another copy's side file by build ID: this one replaces it)
-        _drop_unloaded_twins(target, module)
+        if has_state(target.GetProcess()):
+            _drop_unloaded_twins(target, module)
         error = _add(debugger, target, made.path)
         if error is not None:
             return "not attached: target symbols add: %s" % error
@@ -263,8 +276,10 @@ def attach(debugger, target, report=None):
     attached before there was a process (the target is selected)."""
     key = _target_key(target)
     major = lldb_major()
-    for i in range(target.GetNumModules()):
-        module = target.GetModuleAtIndex(i)
+    # (a snapshot: attaching may take an unloaded copy of a module out of the target)
+    for module in [target.GetModuleAtIndex(i) for i in range(target.GetNumModules())]:
+        if not module.IsValid():
+            continue
         path = module.GetFileSpec().fullpath or ""
         old = _STATUS.get((key, path))
         try:

@@ -92,6 +92,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.unwind.ahead.Ahead, for the current modules
         self._generation = None   # the tracker's generation the walkers were made for
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
+        self._standin = None      # GDB 13: (level, pc, sp, function) of an outermost frame's stand-in caller
         self._last = {}           # level -> (pc, cfa, Frame) of frames unwound by SFrame (see `last`)
         self.problems = {}        # level -> (pc, why): frames declined for an error (a malformed section ...)
         self._inferior = None
@@ -136,6 +137,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 arch.values.clear()
 
     def _new_unwind(self):
+        self._standin = None
         self._levels = {}
         self._forget_ahead()
         self._shift = 0
@@ -496,6 +498,11 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             else:
                 self._ready.clear()
                 self._ahead.clear()
+        standin, self._standin = self._standin, None
+        if standin is not None and level == standin[0]:
+            info = self._standin_info(pf, standin)
+            if info is not None:
+                return info
         self._next = None
         ms = plugin.tracker.current()
         if ms is None:                    # nothing loaded has SFrame
@@ -740,11 +747,30 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if not _PENDING_PC:
             # GDB 13 does not end a backtrace where a Python unwinder saves no PC: it raises "PC
             # not saved" from every walk past the frame (`bt`, gdb.Frame.older()).  The frame's
-            # own PC and SP as its caller's end it as cleanly as GDB 13 can: the caller has
-            # this frame's id, and GDB stops at "previous frame identical to this frame".
+            # own PC and SP as its caller's end it as cleanly as GDB 13 can: asked about that
+            # stand-in next (and nothing else recorded of it), the unwinder gives it this
+            # frame's id, and GDB stops at "previous frame identical to this frame".
             info.add_saved_register(arch.read_pc_by(pf), pf.read_register(arch.read_pc_by(pf)))
             info.add_saved_register(arch.sp, pf.read_register(arch.sp))
+            self._standin = (level + 1, pc, sp, func)
         return info
+
+    def _standin_info(self, pf, standin):
+        """GDB 13: the stand-in caller of an outermost frame (see _outermost), given that frame's
+        id and registers again; None if the pending frame is another."""
+        try:
+            arch = self._arch(pf)
+            if arch is None:
+                return None
+            pc_value, sp_value = pf.read_register(arch.read_pc_by(pf)), pf.read_register(arch.sp)
+            if (int(pc_value) & MASK64, int(sp_value) & MASK64) != standin[1:3]:
+                return None
+            info = pf.create_unwind_info(FrameId(gdb.Value(standin[2]), gdb.Value(standin[3])))
+            info.add_saved_register(arch.read_pc_by(pf), pc_value)
+            info.add_saved_register(arch.sp, sp_value)
+            return info
+        except Exception:        # (declined below, with the reason, as any frame)
+            return None
 
 
 INTERNAL_ERROR = "internal error: "     # how a problem caused by an exception in the plugin begins

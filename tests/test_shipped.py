@@ -22,9 +22,11 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import stat as st
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -579,3 +581,63 @@ def test_fp_fallback_stops_at_a_realigned_frame(corpus, tmp_path, toolchain):
     got = [f["pc"] for f in doc["frames"]]
     assert got == want[:2], (proc.stdout, [hex(p) for p in want])
     assert doc["stop"]["reason"] == "FP_UNTRUSTED" and "realigns its stack first" in doc["stop"]["text"], doc["stop"]
+
+
+# -- a running process ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("toolchain", ["host", "trixie", "sid"])
+def test_live_process_of_a_stripped_program(shipped, tmp_path, toolchain):
+    """`sframe backtrace -p` of the `strip -s` program without `.eh_frame`, stopped in `leaf`
+    (it stops itself): the frames GDB's DWARF unwinder gives, attached to the copy that keeps
+    `.eh_frame` stopped at the same place (both started without address randomisation, at paths
+    of equal length: the same stack), down to `_start` and no further."""
+    from test_live import gdb_frames, sframe
+    work = shipped[toolchain] / "strip-s"
+    procs = {}
+    try:
+        for kind in ("ref", "noeh"):
+            exe = work / kind / "prog"
+            full, env = T.wrap_argv(toolchain, ["setarch", "-R", str(exe)], [exe.parent], exe.parent)
+            env["SHIPPED_STOP"] = "1"
+            proc = subprocess.Popen(full, cwd=exe.parent, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            line = proc.stdout.readline()
+            m = re.match(r"shipped: pid (\d+)$", line.strip())
+            assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+            procs[kind] = (proc, int(m.group(1)))
+        for _proc, pid in procs.values():
+            for _ in range(3000):
+                if open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+                time.sleep(0.02)
+        mine = sframe("backtrace", "-p", procs["noeh"][1], "--json")
+        assert mine.returncode == 0 and mine.stderr == "", (mine.returncode, mine.stderr)
+        doc = json.loads(mine.stdout)["threads"][0]
+        ref = next(iter(gdb_frames(toolchain, procs["ref"][1], tmp_path).values()))
+    finally:
+        for proc, pid in procs.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=60)
+    want = [f["pc"] for f in ref["frames"] if f["type"] not in ("inline", "tailcall")]
+    got = [f["pc"] for f in doc["frames"]]
+    assert got == want and doc["stop"]["reason"] == "OUTERMOST", (mine.stdout, [hex(p) for p in want])
+    assert "entry point" in doc["stop"]["text"], doc["stop"]
+
+
+@pytest.mark.parametrize("gdb,toolchain", CASES[:3], ids=["%s-%s" % c for c in CASES[:3]])
+def test_stopped_in_the_entry_code(shipped, tmp_path, gdb, toolchain):
+    """Stopped at the entry point's first instruction of the `strip -s` program without
+    `.eh_frame`, and one instruction on: GDB with the plugin shows that frame alone (GDB 13, which
+    cannot end a walk at a frame with no saved PC, through the stand-in caller the plugin answers
+    with that frame's own id: looked up as a caller, at PC - 1, it would be no entry code)."""
+    work = shipped[toolchain] / "strip-s"
+    entry = _BREAK_BY_ENTRY.replace("E_ENTRY", "0").replace("ADDRESS", "0")
+    out = run_gdb(gdb, ["set startup-with-shell off", "source %s" % PLUGIN, "file %s" % (work / "noeh" / "prog"),
+                        "starti", entry, "continue", "frames-dump first", "stepi", "frames-dump second", "kill"],
+                  tmp_path)
+    for label in ("first", "second"):
+        frames = out.frames(label)
+        assert len(frames) == 1, (label, frames, out[-3000:])

@@ -64,11 +64,19 @@ def separate_debug_file(program: str, dirs: Sequence[str] = DEBUG_DIRS, skip: Op
             path = debug_file_path(d, bid)
             if usable(path):
                 return path
-    if link is not None:
+    if link is not None and bid is not None:
+        # (only a file of the same build: a side file is matched to the program by its build ID)
         name, crc = link
         here = os.path.dirname(real)
         for path in [os.path.join(here, name), os.path.join(here, ".debug", name)] + \
                 [os.path.join(d + here, name) for d in dirs]:
-            if usable(path) and _crc(path) == crc:
+            if usable(path) and _crc(path) == crc and _build_id(path) == bid:
                 return path
     return None
+
+
+def _build_id(path: str) -> Optional[bytes]:
+    try:
+        return _links(path)[0]
+    except Exception:        # not an ELF file we can read
+        return None

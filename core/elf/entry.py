@@ -60,13 +60,14 @@ def program_entry(read: ReadFile) -> Optional[int]:
     return None          # (libc.so.6 asks for an interpreter and has an entry point, but is no PIE)
 
 
-def sframe_segment(read: ReadFile) -> Optional[int]:
-    """The link-time address of the file's PT_GNU_SFRAME segment (its .sframe section), or None:
-    with the section's load address, the load bias of a file whose sections a debugger placed."""
+def sframe_segment(read: ReadFile) -> Optional[Tuple[int, bytes]]:
+    """(link-time address, bytes) of the file's PT_GNU_SFRAME segment (its .sframe section), or
+    None: with the section's load address, the load bias of a file whose sections a debugger
+    placed; with the bytes, whether the file is still the one loaded (not rebuilt since)."""
     hdr = parse_elf_headers(read)
     for p in hdr.phdrs if hdr is not None else ():
         if p.type == PT_GNU_SFRAME:
-            return p.vaddr
+            return p.vaddr, read(p.offset, p.filesz) or b""
     return None
 
 
@@ -112,8 +113,8 @@ def entry_extent(abi: abimod.ABIInfo, entry: int, read_code: ReadCode,
     ops = saves.instructions(abi, bytes(code), entry)
     end = None
     for op in ops or ():
-        if op.addr != entry and covered(op.addr):
-            break
+        if op.addr != entry and (covered(op.addr) or op.nop):
+            break            # (another function's code, or the alignment padding before one)
         if op.flow is Flow.CALL:
             end = op.addr + op.length
         elif op.flow in _ENDS:

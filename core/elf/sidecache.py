@@ -134,8 +134,9 @@ def check(path: str, meta: dict, copy: _Copy) -> Optional[str]:
         size, digest = _file_digest(path)
     except OSError as exc:
         return "cannot read it: %s" % exc.strerror
-    if size != meta.get("size") or digest != meta.get("sha256"):
-        return "it is not the file written (%d bytes, %d recorded, or other bytes)" % (size, meta.get("size") or 0)
+    recorded = meta.get("size")
+    if not isinstance(recorded, int) or size != recorded or digest != meta.get("sha256"):
+        return "it is not the file written (%d bytes, %r recorded, or other bytes)" % (size, recorded)
 
     def load(elf, _fh):
         bid, alloc, sections = _build_id_and_layout(elf, path)
@@ -220,8 +221,8 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     except (OSError, ValueError) as exc:
         meta, redone = None, "its record cannot be read (%s)" % exc
     if meta is not None:
-        if meta.get("why"):
-            why = meta["why"]
+        why = meta.get("why")
+        if why and isinstance(why, str):
             return Made(None, why, sframe=why != NO_SFRAME)
         redone = check(entry, meta, copy) or ""
         if not redone:
@@ -242,9 +243,9 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     except OSError as exc:
         return Made(None, "cannot write the side file into the cache %s: %s" % (directory, exc.strerror))
     record = {"version": _META_VERSION, "program": os.path.realpath(program), "why": note}
-    if not note:
-        record["size"], record["sha256"] = _file_digest(entry)
     try:
+        if not note:
+            record["size"], record["sha256"] = _file_digest(entry)
         _write_private(meta_path, json.dumps(record, indent=1).encode())
     except OSError as exc:
         return Made(None, "cannot write the side file into the cache %s: %s" % (directory, exc.strerror))

@@ -31,7 +31,7 @@ def record_cfa_offset(abi: abimod.ABIInfo, start: int, pc: int, read: Callable[[
     if abi.sframe_abi == abimod.AMD64.sframe_abi:
         return _x86(start, pc, read, topmost)
     if abi.sframe_abi in (abimod.AARCH64_LE.sframe_abi, abimod.AARCH64_BE.sframe_abi):
-        return _a64(start, pc, read)
+        return _a64(start, pc, read, topmost)
     return "%s has no frame-pointer chain" % abi.name
 
 
@@ -64,6 +64,8 @@ def _x86(start: int, pc: int, read, topmost: bool) -> Union[int, str]:
     if pc < ready:
         return "the frame pointer is not set up yet at %#x (from %#x on)" % (pc, ready)
     if topmost:
+        if _end < pc - start:
+            return "the code from the function's start (%#x) to %#x cannot be read or decoded" % (start, pc)
         for ins in body[2:]:
             if ins.addr >= pc:
                 break
@@ -82,8 +84,9 @@ def _sext(value: int, bits: int) -> int:
     return value - (1 << bits) if value & (1 << (bits - 1)) else value
 
 
-def _a64(start: int, pc: int, read) -> Union[int, str]:
-    code = _code(read, start, PROLOGUE_WINDOW)
+def _a64(start: int, pc: int, read, topmost: bool) -> Union[int, str]:
+    span = max(PROLOGUE_WINDOW, pc - start + 4) if topmost else PROLOGUE_WINDOW
+    code = _code(read, start, min(span, 1 << 16))
     if not code:
         return "the code at the function's start (%#x) cannot be read" % start
     words = _words(code)
@@ -110,4 +113,12 @@ def _a64(start: int, pc: int, read) -> Union[int, str]:
         return why
     if pc < ready:
         return "the frame record is not set up yet at %#x (from %#x on)" % (pc, ready)
+    if topmost:
+        if start + 4 * len(words) < pc:
+            return "the code from the function's start (%#x) to %#x cannot be read" % (start, pc)
+        for k in range((ready - start) // 4, (pc - start) // 4):
+            w = words[k]
+            # ldp x29, x30, [sp], #N / [sp, #K]; mov sp, x29: the caller's frame pointer again
+            if w & 0xFFC07FFF in (0xA8C07BFD, 0xA9407BFD) or w == 0x910003BF:
+                return "the function restored its caller's frame pointer at %#x, before %#x" % (start + 4 * k, pc)
     return offset

@@ -260,7 +260,9 @@ def entry_code(m: Module) -> Optional[Tuple[int, int]]:
         if entry is None or code is None:
             return None
         linked = entrymod.sframe_segment(read)
-        bias = m.section_addr - linked if linked is not None and m.section_addr is not None else m.load_bias
+        if linked is not None and linked[1] != index.section.data:
+            return None       # (the file on disk is no longer the one loaded: its entry point is another's)
+        bias = m.section_addr - linked[0] if linked is not None and m.section_addr is not None else m.load_bias
         abi = abimod.info(index.abi)
         match = index.lookup(entry + bias)
         fde = (match.fde.start - bias, match.fde.size) if match is not None else None
