@@ -653,6 +653,13 @@ def test_fp_fallback_aarch64_frame_records(prologue, cfa_offset):
     sym = functions(mem, prologue, (0x601000,))
     res = run(Frame(0x601020, STACK, fp1), A.AARCH64_LE, mem, no_module, False, fp_fallback=True, symbolize=sym)
     assert (res.pc, res.cfa, res.sp) == (0x601234, fp1 + cfa_offset, fp1 + cfa_offset)
+    # the topmost frame after `ldp x29, x30, [sp], #48`: x29 is the caller's again
+    sym_end = functions(mem, A64_FP_PROLOGUE + bytes.fromhex("1f2003d5" "fd7bc3a8" "c0035fd6"), (0x801000,))
+    stop = assert_stop(run(Frame(0x801014, STACK, fp1), A.AARCH64_LE, mem, no_module, True, fp_fallback=True,
+                           symbolize=sym_end), StopReason.FP_UNTRUSTED)
+    assert "restored its caller's frame pointer" in stop.detail
+    assert run(Frame(0x801010, STACK, fp1), A.AARCH64_LE, mem, no_module, True, fp_fallback=True,
+               symbolize=sym_end).pc == 0x601234
     sym_bad = functions(mem, bytes.fromhex("ff4300d1"), (0x701000,))      # sub sp, sp, #16: no frame record
     stop = assert_stop(run(Frame(0x701020, STACK, fp1), A.AARCH64_LE, mem, no_module, False, fp_fallback=True,
                            symbolize=sym_bad), StopReason.FP_UNTRUSTED)
