@@ -27,6 +27,7 @@ import shlex
 import lldb
 
 from ..core.elf import sidecache
+from ..core.elf.debugfile import separate_debug_file
 from ..core.unwind.modules import ModuleSet
 from ..core.unwind.tracker import file_identity
 from .access import has_state, sync
@@ -94,6 +95,14 @@ def _coverage(path):
 
 
 _NOT_LOADED = -1
+
+
+def _has_debug_info(path):
+    from ..core.elf.image import ElfImage
+    try:
+        return ElfImage(path).section_address(".debug_info") is not None
+    except Exception:        # (not a file we can read: no debug information to keep)
+        return False
 
 
 def _covered_pc(target, module):
@@ -240,15 +249,22 @@ def _attach_one(debugger, target, module, major, report):
         return None                        # (no usable SFrame: `sframe info` lists those modules already)
     if first is None:
         return "not attached: %s" % sidecache.COVERED
-    if major < 23 and module.FindSection(".debug_info").IsValid():
-        return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
-                "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
     symfile = module.GetSymbolFileSpec().fullpath
     cache = os.path.realpath(sidecache.cache_dir())
-    own = symfile if symfile and os.path.realpath(symfile) != os.path.realpath(path) and \
-        not os.path.realpath(symfile).startswith(cache + os.sep) else None
+    ours = bool(symfile) and os.path.realpath(symfile).startswith(cache + os.sep)
     # A module with a separate debug file of its own: the side file carries its debug information
-    # and symbols too, as it takes its place.
+    # and symbols too, as it takes its place.  (Where LLDB took a side file from the cache by build
+    # ID, the module's own debug file is the one GDB would find: by build ID or .gnu_debuglink.)
+    if ours:
+        own = separate_debug_file(path, skip=cache)
+    else:
+        own = symfile if symfile and os.path.realpath(symfile) != os.path.realpath(path) else None
+    if major < 23 and (own is not None and _has_debug_info(own) if ours else module.FindSection(".debug_info").IsValid()):
+        if ours:
+            # (a side file without the debug information LLDB would otherwise have: its own back)
+            _run(debugger, "target symbols add %s" % shlex.quote(own), target)
+        return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
+                "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
     made = sidecache.side_file(path, debug_file=own)
     if made.path is None:
         # (no SFrame, or an unusable section: `sframe info` lists those modules already)

@@ -320,7 +320,7 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
     (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
     work = shipped[toolchain]
-    first = ("strip-s", "strip-debug", "g", "strip-s-nopie", "lib-linked", "lib-dlopen")
+    first = ("strip-s", "strip-debug", "g", "strip-s-nopie", "lib-linked", "lib-dlopen", "debuglink")
     second = ("strip-s-nopie", "strip-debug", "strip-s")
     sessions = []
     for k, order in enumerate((first, second)):
@@ -352,7 +352,8 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
             assert sbt == want, "LLDB %d %s: sframe bt\n%s\nLLDB's bt with .eh_frame\n%s" % (
                 lldb, shape, blocks["sbt-" + shape], blocks["ref-" + shape])
             info = blocks["info-" + shape]
-            if shape == "g" and lldb < 23:
+            if shape in ("g", "debuglink") and lldb < 23:
+                # (-g: debug information in the program; debuglink: in its separate debug file)
                 assert "prog: not attached: LLDB %d drops a module's load addresses" % lldb in info, info
                 continue
             module = "libship.so" if shape in LIBRARY_SHAPES else "prog"
@@ -371,9 +372,13 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
                 "LLDB %d %s: its own bt after the import\n%s\nits bt with .eh_frame\n%s" % (
                     lldb, shape, own, blocks["ref-" + shape])
     # Each copy of the build got its own side file (the `-g` one only where LLDB takes it).
-    # (and the library's, one copy of one build in both library shapes)
+    # (and the library's, one copy of one build in both library shapes; LLDB 23 the debuglink
+    # copy's, which carries its debug file's contents)
     copies = list((tmp_path / "cfi" / "copies").glob("*/*.debug"))
-    assert len(copies) == (5 if lldb >= 23 else 4), copies
+    assert len(copies) == (6 if lldb >= 23 else 4), copies
+    if lldb >= 23:
+        out = sessions[0][1].stdout
+        assert re.search(r"(?s)@@ own-debuglink.*descend\(n=", out), "LLDB 23: no arguments through the side file"
 
 
 # -- the side-file cache --------------------------------------------------------------------------
