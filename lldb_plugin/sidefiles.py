@@ -71,13 +71,13 @@ def _run(debugger, command, target=None):
     return res.Succeeded(), (res.GetError() or res.GetOutput() or "").strip()
 
 
-_COVERAGE = {}        # file identity -> (SFrame functions no CFI covers, the first one's link-time start, SFrame?)
+_COVERAGE = {}        # file identity -> (the first SFrame-only function's link-time start, SFrame?)
 
 
 def _coverage(path):
-    """(how many of the file's SFrame functions no DWARF CFI of it covers, the link-time start of
-    the first, whether it has usable SFrame), worked out once per file, apart from the modules the
-    commands track (whose set follows the process)."""
+    """(the link-time start of the file's first SFrame function no DWARF CFI of it covers, or None;
+    whether it has usable SFrame), worked out once per file, apart from the modules the commands
+    track (whose set follows the process)."""
     key = file_identity(path)
     got = _COVERAGE.get(key)
     if got is None:
@@ -90,8 +90,14 @@ def _coverage(path):
                 if modules.cfi_find(module, section.start_of(k)) is None:
                     first = section.start_of(k)
                     break
-        got = _COVERAGE[key] = (modules.uncovered(module), first, module.index is not None)
+        got = _COVERAGE[key] = (first, module.index is not None)
     return got
+
+
+def _module_at(target, path):
+    """The target's module whose file is at `path`, or None."""
+    return next((target.GetModuleAtIndex(i) for i in range(target.GetNumModules())
+                 if target.GetModuleAtIndex(i).GetFileSpec().fullpath == path), None)
 
 
 _NOT_LOADED = -1
@@ -109,7 +115,7 @@ def _covered_pc(target, module):
     """A load address of the module that SFrame covers and its own CFI does not (where LLDB can
     only unwind through the side file), None where there is none, _NOT_LOADED while the process
     has not loaded the module."""
-    first = _coverage(module.GetFileSpec().fullpath)[1]
+    first = _coverage(module.GetFileSpec().fullpath)[0]
     sec = module.FindSection(".text")
     if first is None or not sec.IsValid():
         return None
@@ -143,8 +149,7 @@ def _check(debugger, target, path, symfile):
     key = (target.GetExecutable().fullpath or "", path, symfile)
     if key in _CHECKED:
         return _CHECKED[key]
-    module = next((target.GetModuleAtIndex(i) for i in range(target.GetNumModules())
-                   if target.GetModuleAtIndex(i).GetFileSpec().fullpath == path), None)
+    module = _module_at(target, path)
     addr = _covered_pc(target, module) if module is not None else None
     if addr == _NOT_LOADED:
         return None               # (asked again at the next stop)
@@ -175,8 +180,7 @@ def _wrong_frame(target, path, depth=64):
     from ..core.unwind.unwinder import Stop
     from .command.backtrace import unwind
     sync(target)
-    module = next((target.GetModuleAtIndex(i) for i in range(target.GetNumModules())
-                   if target.GetModuleAtIndex(i).GetFileSpec().fullpath == path), None)
+    module = _module_at(target, path)
     process = target.GetProcess()
     for thread in process:
         theirs, inlined = [], False
@@ -244,7 +248,7 @@ def _attach_one(debugger, target, module, major, report):
         return None
     if not module.FindSection(".sframe").IsValid() and module.FindSection(".text").IsValid():
         return None                        # no SFrame: nothing to say
-    _uncovered, first, usable = _coverage(path)
+    first, usable = _coverage(path)
     if not usable:
         return None                        # (no usable SFrame: `sframe info` lists those modules already)
     if first is None:
@@ -286,7 +290,6 @@ def _attach_one(debugger, target, module, major, report):
 _PENDING = "attached, not checked yet: no process"
 
 
-
 def attach(debugger, target, report=None):
     """Attach the side files of the target's modules not seen before, and check at a stop those
     attached before there was a process (the target is selected)."""
@@ -305,8 +308,6 @@ def attach(debugger, target, report=None):
                 text = _check(debugger, target, path, old[len(_PENDING) + 2:-1]) or old
             else:
                 continue
-        except sidecache.CacheError as exc:
-            text = "not attached: %s" % exc
         except Exception as exc:           # never a traceback at a stop
             text = "not attached: internal error: %s: %s" % (type(exc).__name__, exc)
         if text is not None:

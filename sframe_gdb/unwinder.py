@@ -750,8 +750,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             # own PC and SP as its caller's end it as cleanly as GDB 13 can: asked about that
             # stand-in next (and nothing else recorded of it), the unwinder gives it this
             # frame's id, and GDB stops at "previous frame identical to this frame".
-            info.add_saved_register(arch.read_pc_by(pf), pf.read_register(arch.read_pc_by(pf)))
-            info.add_saved_register(arch.sp, pf.read_register(arch.sp))
+            _save_own_pc_and_sp(info, pf, arch)
             self._standin = (level + 1, pc, sp, func)
         return info
 
@@ -762,15 +761,20 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             arch = self._arch(pf)
             if arch is None:
                 return None
-            pc_value, sp_value = pf.read_register(arch.read_pc_by(pf)), pf.read_register(arch.sp)
-            if (int(pc_value) & MASK64, int(sp_value) & MASK64) != standin[1:3]:
+            pc = int(pf.read_register(arch.read_pc_by(pf))) & MASK64
+            if (pc, int(pf.read_register(arch.sp)) & MASK64) != standin[1:3]:
                 return None
             info = pf.create_unwind_info(FrameId(gdb.Value(standin[2]), gdb.Value(standin[3])))
-            info.add_saved_register(arch.read_pc_by(pf), pc_value)
-            info.add_saved_register(arch.sp, sp_value)
+            _save_own_pc_and_sp(info, pf, arch)
             return info
         except Exception:        # (declined below, with the reason, as any frame)
             return None
+
+
+def _save_own_pc_and_sp(info, pf, arch):
+    """The pending frame's own PC and SP as its caller's (GDB 13's end of a walk: see _outermost)."""
+    info.add_saved_register(arch.read_pc_by(pf), pf.read_register(arch.read_pc_by(pf)))
+    info.add_saved_register(arch.sp, pf.read_register(arch.sp))
 
 
 INTERNAL_ERROR = "internal error: "     # how a problem caused by an exception in the plugin begins

@@ -13,7 +13,7 @@ import zlib
 from typing import Optional, Sequence
 
 from .image import load_elf, section_data, section_headers
-from .notes import SHT_NOTE, build_id_in, debug_file_path
+from .notes import build_id_of, debug_file_path
 
 DEBUG_DIRS = ("/usr/lib/debug",)
 
@@ -22,11 +22,10 @@ def _links(program: str):
     """(build ID or None, (debuglink name, CRC-32) or None) of a program."""
     def load(elf, _fh):
         order = "<" if elf.little_endian else ">"
-        bid = link = None
-        for sec in section_headers(elf):
-            if sec.type == SHT_NOTE:
-                bid = build_id_in(section_data(elf, sec), order, program) or bid
-            elif sec.name == ".gnu_debuglink":
+        sections = section_headers(elf)
+        bid, link = build_id_of(elf, sections, program), None
+        for sec in sections:
+            if sec.name == ".gnu_debuglink":
                 data = section_data(elf, sec)
                 end = data.find(b"\0")
                 at = (end + 4) & ~3

@@ -21,7 +21,7 @@ from typing import Callable, Optional, Tuple
 from ..arch import abi as abimod
 from ..saves import analysis as saves
 from ..saves.flow import Flow
-from .image import PT_DYNAMIC, PT_GNU_SFRAME, PT_LOAD, parse_elf_headers
+from .image import PT_DYNAMIC, PT_GNU_SFRAME, PT_LOAD, ElfHeaders, parse_elf_headers
 
 ET_EXEC, ET_DYN = 2, 3
 DT_FLAGS_1 = 0x6FFFFFFB
@@ -33,10 +33,11 @@ ReadFile = Callable[[int, int], Optional[bytes]]       # read(file offset, size)
 ReadCode = Callable[[int, int], Optional[bytes]]       # read(address, size)
 
 
-def program_entry(read: ReadFile) -> Optional[int]:
-    """The link-time entry address of an executable (through `read(file offset, size)`), or None
-    for a shared library, a relocatable file, or what cannot be read."""
-    hdr = parse_elf_headers(read)
+def program_entry(read: ReadFile, hdr: Optional[ElfHeaders] = None) -> Optional[int]:
+    """The link-time entry address of an executable (through `read(file offset, size)`; `hdr`: its
+    headers, when read already), or None for a shared library, a relocatable file, or what cannot
+    be read."""
+    hdr = hdr or parse_elf_headers(read)
     if hdr is None or not hdr.entry:
         return None
     raw = read(16, 2)
@@ -60,11 +61,11 @@ def program_entry(read: ReadFile) -> Optional[int]:
     return None          # (libc.so.6 asks for an interpreter and has an entry point, but is no PIE)
 
 
-def sframe_segment(read: ReadFile) -> Optional[Tuple[int, bytes]]:
+def sframe_segment(read: ReadFile, hdr: Optional[ElfHeaders] = None) -> Optional[Tuple[int, bytes]]:
     """(link-time address, bytes) of the file's PT_GNU_SFRAME segment (its .sframe section), or
     None: with the section's load address, the load bias of a file whose sections a debugger
     placed; with the bytes, whether the file is still the one loaded (not rebuilt since)."""
-    hdr = parse_elf_headers(read)
+    hdr = hdr or parse_elf_headers(read)
     for p in hdr.phdrs if hdr is not None else ():
         if p.type == PT_GNU_SFRAME:
             return p.vaddr, read(p.offset, p.filesz) or b""
@@ -83,9 +84,9 @@ def file_reader(path: str) -> ReadFile:
     return read
 
 
-def code_reader(read: ReadFile) -> Optional[ReadCode]:
+def code_reader(read: ReadFile, hdr: Optional[ElfHeaders] = None) -> Optional[ReadCode]:
     """read(link-time address, size) of a file's loaded bytes, by its PT_LOAD segments."""
-    hdr = parse_elf_headers(read)
+    hdr = hdr or parse_elf_headers(read)
     if hdr is None:
         return None
     loads = [(p.vaddr, p.offset, p.filesz) for p in hdr.phdrs if p.type == PT_LOAD]
@@ -124,6 +125,12 @@ def entry_extent(abi: abimod.ABIInfo, entry: int, read_code: ReadCode,
     return (entry, end) if end is not None else None
 
 
-def in_extent(extent: Optional[Tuple[int, int]], addr: int) -> bool:
-    """Is addr in the entry code's extent (None: no entry code known)?"""
-    return extent is not None and extent[0] <= addr < extent[1]
+def entry_extent_in(abi: abimod.ABIInfo, entry: int, read_code: ReadCode, index, bias: int = 0,
+                    symbol: Optional[Tuple[int, int]] = None) -> Optional[Tuple[int, int]]:
+    """entry_extent where the program's SFrame section (`index`, placed `bias` from the link-time
+    addresses) is known: an FDE that starts at the entry point gives the extent, and the code stops
+    where an FDE covers it."""
+    match = index.lookup(entry + bias)
+    if match is not None and match.fde.start - bias == entry:
+        symbol = (entry, match.fde.size)
+    return entry_extent(abi, entry, read_code, lambda addr: index.lookup(addr + bias) is not None, symbol)

@@ -6,6 +6,7 @@ import struct
 from typing import Iterator, Optional, Tuple
 
 from ..errors import ElfError
+from .image import SHF_ALLOC, section_data
 
 SHT_NOTE = 7
 NT_GNU_BUILD_ID = 3
@@ -44,3 +45,14 @@ def debug_file_path(root: str, build_id: bytes) -> str:
     (a debug-file directory such as /usr/lib/debug)."""
     h = build_id.hex()
     return os.path.join(root, ".build-id", h[:2], h[2:] + ".debug")
+
+
+def build_id_of(elf, sections, where: str, allocated: bool = False) -> Optional[bytes]:
+    """The build ID in the notes of an ELF file pyelftools opened (`sections`: its headers, as
+    core.elf.image.section_headers reads them), or None; `allocated`: in loaded notes only."""
+    order = "<" if elf.little_endian else ">"
+    found = None
+    for sec in sections:
+        if sec.type == SHT_NOTE and (sec.flags & SHF_ALLOC or not allocated):
+            found = build_id_in(section_data(elf, sec), order, where) or found
+    return found

@@ -27,7 +27,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from ..errors import ElfError, NoSFrameError, SFrameError
 from . import sidefile
 from .image import SHF_ALLOC, load_elf, section_data, section_headers
-from .notes import SHT_NOTE, build_id_in, debug_file_path
+from .notes import build_id_of, debug_file_path
 
 NO_SFRAME = "it has no SFrame section"
 COVERED = "its own DWARF CFI covers every function its SFrame does"
@@ -87,12 +87,8 @@ class _Copy(NamedTuple):
 def _build_id_and_layout(elf, path: str):
     """(build ID or None, (name, address, size) of the allocated sections, section headers) of an
     ELF file pyelftools opened."""
-    order = "<" if elf.little_endian else ">"
     sections = section_headers(elf)
-    build_id = None
-    for sec in sections:
-        if sec.type == SHT_NOTE and sec.flags & SHF_ALLOC:
-            build_id = build_id_in(section_data(elf, sec), order, path) or build_id
+    build_id = build_id_of(elf, sections, path, allocated=True)
     alloc = tuple((s.name, s.addr, s.size) for s in sections if s.flags & SHF_ALLOC and s.number)
     return build_id, alloc, sections
 
@@ -160,18 +156,10 @@ def check(path: str, meta: dict, copy: _Copy) -> Optional[str]:
     return None
 
 
-def _write_private(path: str, data: bytes) -> None:
-    tmp = "%s.tmp%d" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
 def _link_as_search_entry(entry: str, directory: str, build_id: bytes) -> None:
     """Point the build ID's search-path entry at this copy's side file (a hard link: LLDB finds it
     by build ID when it creates a module; the plugin checks that it is the module's own copy)."""
-    target = debug_file_path(directory, build_id)
+    target = search_entry(directory, build_id)
     try:
         if os.path.exists(target) and os.path.samefile(target, entry):
             return
@@ -246,7 +234,7 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     try:
         if not note:
             record["size"], record["sha256"] = _file_digest(entry)
-        _write_private(meta_path, json.dumps(record, indent=1).encode())
+        sidefile.write_private(meta_path, json.dumps(record, indent=1).encode())
     except OSError as exc:
         return Made(None, "cannot write the side file into the cache %s: %s" % (directory, exc.strerror))
     if note:

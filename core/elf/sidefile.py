@@ -143,17 +143,11 @@ def _entry(image: ElfImage, index: SFrameIndex, keep) -> Tuple[Tuple[int, int], 
     CFI does not cover it (an executable's `_start` comes from crt1.o, which has no SFrame; where
     an SFrame FDE starts at the entry point, the entry code replaces it: see _keep_entry)."""
     entry = entrymod.program_entry(entrymod.file_reader(image.path))
-    abi = abimod.info(index.abi)
     if entry is None:
         return ()
-    match = index.lookup(entry)
-    if match is not None and match.fde.start == entry:
-        given: Optional[Tuple[int, int]] = (entry, match.fde.size)
-    else:
-        func = image.function_at(entry)
-        given = (func[0], func[1]) if func is not None else None
-    extent = entrymod.entry_extent(abi, entry, image.code_reader(), lambda addr: index.lookup(addr) is not None,
-                                   given)
+    func = image.function_at(entry)
+    extent = entrymod.entry_extent_in(abimod.info(index.abi), entry, image.code_reader(), index,
+                                      symbol=(func[0], func[1]) if func is not None else None)
     if extent is None or (keep is not None and not keep(*extent)):
         return ()
     return ((extent[0], extent[1] - extent[0]),)
@@ -198,13 +192,18 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     if not prog.has_symtab:
         symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None)
     data = _assemble(prog, prog.frame + written.data, symbols)
-    tmp = "%s.tmp%d" % (out_path, os.getpid())
+    write_private(out_path, data)
+    return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
+                    symbols is not None)
+
+
+def write_private(path: str, data: bytes) -> None:
+    """`data` as the file at `path`, readable by its owner alone (0600), whole or not at all."""
+    tmp = "%s.tmp%d" % (path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
-    os.replace(tmp, out_path)
-    return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
-                    symbols is not None)
+    os.replace(tmp, path)
 
 
 def _with_debug_file(prog: _Program, dbg: _Program, path: str) -> _Program:

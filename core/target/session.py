@@ -10,8 +10,8 @@ import os
 from typing import Dict, Iterator, Optional, Tuple, Union
 
 from ..dwarf.rows import CfiRow, CfiRows
-from ..elf.image import ElfImage, load_elf, section_data, section_headers
-from ..elf.notes import SHT_NOTE, build_id_in, debug_file_path
+from ..elf.image import ElfImage, load_elf, section_headers
+from ..elf.notes import build_id_of, debug_file_path
 from ..errors import ElfError
 from ..unwind import ahead
 from ..unwind.modules import ModuleSet, finder
@@ -32,13 +32,8 @@ class _Symbols:
 
     def _load(self, path, sysroot):
         def load(elf, _fh):
-            order = "<" if elf.little_endian else ">"
             sections = section_headers(elf)
-            build_id = None
-            for sec in sections:
-                if sec.type == SHT_NOTE:
-                    build_id = build_id_in(section_data(elf, sec), order, path) or build_id
-            return build_id, any(sec.name == ".symtab" for sec in sections)
+            return build_id_of(elf, sections, path), any(sec.name == ".symtab" for sec in sections)
         build_id, has_symtab = load_elf(path, load, "notes")
         if build_id and not has_symtab:
             for root in ([sysroot] if sysroot else []) + ["/"]:

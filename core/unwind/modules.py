@@ -250,23 +250,22 @@ def entry_code(m: Module) -> Optional[Tuple[int, int]]:
     else None: the outermost frame of its main thread (core.elf.entry).  Where an SFrame FDE
     starts at the entry point, it gives the extent."""
     from ..elf import entry as entrymod
+    from ..elf.image import parse_elf_headers
     index = m.index
     if index is None:
         return None
     try:
         read = entrymod.file_reader(m.path)
-        entry = entrymod.program_entry(read)
-        code = entrymod.code_reader(read) if entry is not None else None
+        hdr = parse_elf_headers(read)
+        entry = entrymod.program_entry(read, hdr) if hdr is not None else None
+        code = entrymod.code_reader(read, hdr) if entry is not None else None
         if entry is None or code is None:
             return None
-        linked = entrymod.sframe_segment(read)
+        linked = entrymod.sframe_segment(read, hdr)
         if linked is not None and linked[1] != index.section.data:
             return None       # (the file on disk is no longer the one loaded: its entry point is another's)
         bias = m.section_addr - linked[0] if linked is not None and m.section_addr is not None else m.load_bias
-        abi = abimod.info(index.abi)
-        match = index.lookup(entry + bias)
-        fde = (match.fde.start - bias, match.fde.size) if match is not None else None
-        extent = entrymod.entry_extent(abi, entry, code, lambda addr: index.lookup(addr + bias) is not None, fde)
+        extent = entrymod.entry_extent_in(abimod.info(index.abi), entry, code, index, bias)
     except Exception:     # a file that cannot be read or decoded: no entry code known
         return None
     return None if extent is None else (extent[0] + bias, extent[1] + bias)
