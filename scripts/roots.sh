@@ -4,7 +4,7 @@
 #   scripts/roots.sh            build/refresh every root, print their paths
 #   scripts/roots.sh path NAME  print the path of root NAME (trixie|sid|lldb23)
 #   scripts/roots.sh mirror     print the Debian mirror the roots come from: $SFRAME_MIRROR, else the
-#                               one this machine's apt uses, else deb.debian.org
+#                               one this machine's apt uses (without either, it asks for $SFRAME_MIRROR)
 #
 # Roots live outside the checkout, under $SFRAME_CACHE (default ~/.cache/sframe-gdb).
 # A root is rebuilt when its package list below changes (the list's hash is stored
@@ -41,7 +41,12 @@ apt_mirror() {
 }
 
 MIRROR=${SFRAME_MIRROR:-$(apt_mirror)}
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+need_mirror() {  # no archive's host name is written here: the machine's apt names it, or the user
+    [ -n "$MIRROR" ] && return 0
+    echo "roots: this machine's apt names no Debian archive (a deb source whose URI ends in /debian):" \
+         "set SFRAME_MIRROR to one, e.g. SFRAME_MIRROR=http://HOST/debian" >&2
+    exit 2
+}
 
 # name | debootstrap --include | packages installed afterwards with apt-get
 TRIXIE_INCLUDE="gcc,binutils,libc6-dev,gdb"
@@ -146,6 +151,7 @@ build() {
     fi
     IFS='|' read -r suite include extra <<<"$(spec "$name")"
     local tmp="$CACHE/roots/.$name.new"
+    need_mirror
     if mounted_inside "$tmp" || mounted_inside "$dir"; then
         echo "roots: something is still mounted inside $dir; refusing to rebuild it" >&2
         exit 1
@@ -180,7 +186,7 @@ build() {
 mkdir -p "$CACHE/roots"
 case "${1:-all}" in
     path) echo "$CACHE/roots/$2" ;;
-    mirror) echo "$MIRROR" ;;
+    mirror) need_mirror; echo "$MIRROR" ;;
     all)
         exec 9>"$CACHE/roots/.lock"
         flock 9

@@ -4,7 +4,7 @@ import gdb
 import gdb.unwinder
 
 from ..core.unwind.policy import Mode
-from . import dwarf, hooks
+from . import dwarf_unwinders, hooks
 from .command.common import flush_frames
 from .objfiles import Tracker
 from .unwinder import SFrameUnwinder
@@ -78,7 +78,7 @@ class Plugin:
         self.unwinder.undecided()
 
     def dwarf_switched(self):
-        """GDB's DWARF unwinders were turned on or off (run by the hooks of `dwarf.watch`)."""
+        """GDB's DWARF unwinders were turned on or off (run by the hooks of `dwarf_unwinders.watch`)."""
         self.unwinder.forget_dwarf_state()
         self.wake()
 
@@ -107,7 +107,7 @@ class Plugin:
                 registry.connect(handler)
         # `maint set dwarf unwinders` and `maint frame-unwinder` fire no event: hooks on them tell
         # us, and where they cannot be set, look again at each prompt and each unwind.
-        self._dwarf_hooked = dwarf.watch(HOOK) or ()
+        self._dwarf_hooked = dwarf_unwinders.watch(HOOK) or ()
         self.watched = bool(self._dwarf_hooked)
         # `record goto`, `tfind` and `restart` give the thread other registers and GDB unwinds
         # anew, with no event: pre-hooks drop the unwinder's records (the command prints a frame).
@@ -135,7 +135,7 @@ class Plugin:
 
 _PLUGIN = None
 
-# What the hooks on the commands that switch GDB's DWARF unwinders run (see dwarf.watch).
+# What the hooks on the commands that switch GDB's DWARF unwinders run (see dwarf_unwinders.watch).
 HOOK = 'python __import__("sframekit.sframe_gdb.plugin", fromlist=["_"]).dwarf_switched()'
 
 

@@ -22,7 +22,8 @@ import gdb.unwinder
 from ..core.sframe.format import MASK64
 from ..core.unwind.policy import Mode, choose
 from . import arch as archmod
-from . import dwarf
+from . import dwarf_unwinders
+from .calls import InferiorCalls
 
 # core.unwind.unwinder is imported on the first frame, so that sourcing the plugin stays cheap.
 frame_from_registers = lookup_address = Method = Stop = StopReason = step = sigframe = LazyRegisters = None
@@ -53,20 +54,25 @@ else:
 
 
 class Answer(tuple):
-    """GDB's answer for a frame, prepared ahead (see _prepare_all), as a tuple: it is its own frame id
-    (GDB reads `sp` and `pc`; any object with them will do), made without a Python __init__ and
-    without a separate frame-id object."""
+    """GDB's answer for a frame, prepared ahead (see _prepare_all).  A tuple, so that it is made
+    without a Python __init__, and its own frame id (GDB reads `sp` and `pc`).  The hot path reads
+    it by index, [4] and [5] (the registers to save) and [2], [6] (the caller, the Arch); everything
+    else by name."""
     __slots__ = ()
-    sp = property(itemgetter(0))        # the CFA (gdb.Value)
-    pc = property(itemgetter(1))        # the function's start (gdb.Value)
-    special = None                      # GDB asks for it: an attribute saves an AttributeError per frame
-    # 2: the caller (core Frame), 3: the frame's PC, 4: register ids, 5: their gdb.Values,
-    # 6: the Arch, 7: the ABIInfo
+    sp = property(itemgetter(0))          # the CFA (gdb.Value)
+    pc = property(itemgetter(1))          # the function's start (gdb.Value)
+    caller = property(itemgetter(2))      # the caller (core Frame)
+    frame_pc = property(itemgetter(3))    # the PC of the frame it answers for
+    reg_ids = property(itemgetter(4))     # the caller's registers to save: their ids ...
+    reg_values = property(itemgetter(5))  # ... and their gdb.Values
+    arch = property(itemgetter(6))        # the Arch (sframe_gdb.arch)
+    abi = property(itemgetter(7))         # the ABIInfo
+    special = None                        # GDB asks for it: an attribute saves an AttributeError per frame
 
 
 _new_answer = tuple.__new__
 
-# Kinds of per-level records (see _full).
+# Kinds of per-level records (_Unwind.levels).
 OURS, DECLINED = 1, 2
 _DWARF_COVERS = "left to GDB's unwinders: mode auto: DWARF CFI covers it (%s)"
 _NO_SFRAME = "no SFrame covers it; left to GDB's other unwinders"
@@ -75,26 +81,89 @@ _selected_thread = gdb.selected_thread
 _FRESH = 1 << 62          # SFrameUnwinder._seen before any level: the next call starts an unwind
 
 
+class _Unwind:
+    """What one unwind (GDB's walk up one stack, level 0 or the first level above inline frames
+    first) has learnt and prepared.  Replaced whole when a new unwind begins, so that nothing of
+    the last one can be given in this one."""
+    __slots__ = ("levels", "given", "ahead", "ready", "next", "shift", "chunk", "verdicts", "last", "problems",
+                 "standin")
+
+    def __init__(self):
+        self.levels = {}          # level -> (OURS | DECLINED, pc): what the unwinder did there (not via an Answer)
+        self.given = {}           # level -> the Answer GDB took there (it stands for the level's record)
+        self.ahead = {}           # chain index -> its caller (core Frame or Stop), unwound ahead, not in `ready`
+        self.ready = {}           # chain index -> the Answer for it, prepared ahead (see _prepare_all)
+        self.next = None          # the level whose `ready` Answer GDB may take now (the chain is unbroken)
+        self.shift = 0            # GDB level - chain index: the inline frames GDB put between ours
+        self.chunk = None         # how many frames to unwind ahead next (None: core.unwind.ahead.FIRST_CHUNK)
+        self.verdicts = {}        # caller PC -> the verdict of _chain_verdict
+        self.last = {}            # level -> (pc, cfa, None): outermost frames (see SFrameUnwinder.last)
+        self.problems = {}        # level -> (pc, why): frames declined for an error (a malformed section ...)
+        self.standin = None       # GDB 13: (level, pc, sp, function) of an outermost frame's stand-in caller
+
+    def forget_ahead(self):
+        """Drop what was unwound ahead and the verdicts (they read memory that has changed)."""
+        self.ahead, self.ready, self.verdicts = {}, {}, {}
+
+    def record(self, level):
+        """(OURS | DECLINED, pc) of a level seen in this unwind, or None."""
+        rec = self.levels.get(level)
+        if rec is None:
+            given = self.given.get(level)
+            if given is not None:
+                rec = (OURS, given.frame_pc)
+        return rec
+
+
 class SFrameUnwinder(gdb.unwinder.Unwinder):
+    """GDB's frame unwinder for SFrame.
+
+    The protocol GDB follows.  To build the frame at level N (0 is the newest) GDB calls each
+    enabled Python unwinder with a PendingFrame whose registers are those its frame N-1 gave.  The
+    first to return an UnwindInfo (the frame's id, and the caller's registers) takes the frame;
+    None leaves it to GDB's other unwinders (DWARF, inline frames, signal trampolines, dummy
+    frames, prologue analysis).  GDB asks about each level once per unwind, innermost first,
+    beginning at 0 or, where its inline-frame unwinder takes the top frames, at a later level.  It
+    never says when an unwind begins or ends: a level at or below the last one asked (`_seen`)
+    begins a new one, and so do a new stop, a register or memory write, `set` of our settings,
+    and frames of another thread or inferior (the hooks in plugin.py call reset() and friends).
+
+    The state:
+      * per unwind, `_u` (an _Unwind, replaced whole by _new_unwind): what was taken, declined,
+        given, unwound ahead and prepared;
+      * `_seen`, the last level GDB asked about (_FRESH: none yet), and `_idle`, `_quick`,
+        `_plain`, decided at each unwind's first call;
+      * per set of objfiles (forget_modules): `_cfi_both`, `_uncovered`, `_sframe_only`, the
+        walkers of core.unwind.ahead;
+      * per process (`calls`, an InferiorCalls): where GDB called functions.
+
+    Each call goes one of four ways, tried in this order:
+      1. idle (`_idle`): no frame can be ours (mode off, no SFrame loaded, or mode auto with DWARF
+         CFI for every function that has SFrame): declined at once; where hooks wake the unwinder
+         again, it is also disabled, and GDB does not call it at all.
+      2. quick (`_quick`/`_plain`): mode auto with GDB's DWARF unwinders on, nothing given yet in
+         this unwind: a PC that DWARF CFI covers (with PC - 1) or that no SFrame covers, learnt
+         before, is declined after one look-up (in __call__, before anything else).
+      3. chained (`_u.next`): GDB asks for the caller of the frame given it at the level below.
+         The answer was prepared when the frames above were unwound ahead (core.unwind.ahead, in
+         chunks that grow), so it is given at once; GDB checks nothing, so `verify` checks it is
+         that caller (same PC and SP) where no hook tells of registers replaced.
+      4. first: any other frame: its registers are read from GDB, the policy decides
+         (core.unwind.policy.choose), and the core's step() gives its caller.
+    Inline frames GDB puts between two of ours shift its levels against the chain (`_u.shift`).
+    Anything raised ends in a decline, the reason kept in `problems` and logged: never into GDB.
+    """
+
     def __init__(self, plugin):
         super().__init__("sframe")
         self.plugin = plugin
+        self._u = _Unwind()       # the current unwind
+        self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
         self._calling = False     # inside __call__ (see switch)
         self._arches = {}         # gdb.Architecture -> archmod.Arch (or None: unsupported)
-        self._levels = {}         # frame level -> (OURS | DECLINED, pc) for the current unwind
-        self._ahead = {}          # chain index -> its caller (core Frame or Stop), unwound ahead (where not in _ready)
-        self._ready = {}          # chain index -> GDB's answer for it, prepared ahead (see _prepare_all)
-        self._shift = 0           # GDB level - chain index: the inline frames GDB put between ours
-        self._given = {}          # frame level -> the Answer GDB took (stands for the level's records)
-        self._next = None         # the level whose _ready answer GDB may take now (the chain is unbroken)
-        self._chunk = None        # how many frames to unwind ahead next (None: core.unwind.ahead.FIRST_CHUNK)
-        self._verdicts = {}       # caller PC -> None (SFrame takes it) or (why not, always log), this unwind
         self._walkers = {}        # (SFrame ABI, callee-saved?) -> core.unwind.ahead.Ahead, for the current modules
         self._generation = None   # the tracker's generation the walkers were made for
         self._tramp = {}          # pc -> is it a signal trampoline (declined frames only)
-        self._standin = None      # GDB 13: (level, pc, sp, function) of an outermost frame's stand-in caller
-        self._last = {}           # level -> (pc, cfa, Frame) of frames unwound by SFrame (see `last`)
-        self.problems = {}        # level -> (pc, why): frames declined for an error (a malformed section ...)
         self._inferior = None
         self._dwarf = None        # are GDB's DWARF unwinders on (None: not asked since the last prompt or unwind)
         self._cfi_both = {}       # pc -> CfiRange: DWARF CFI covers pc and pc - 1 (mode auto declines at once)
@@ -104,20 +173,22 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         self._quick = False       # this unwind: mode auto, GDB's DWARF unwinders on (see __call__)
         self._quick_pc = None     # what the PC is read by there (GDB 13, without PendingFrame.pc())
         self._plain = False       # may the next frame take __call__'s hot path (see _plain_now)
-        self._seen = _FRESH       # the last level GDB asked about (a lower or equal one starts a new unwind)
         self._thread = None       # the gdb.InferiorThread whose frames the current unwind is of
         self._progspace = None    # its program space (what _cfi_both, _uncovered and _tramp are of)
         self.verify = True        # check that a frame GDB asks about is the caller given it (Plugin.install)
-        self._called_at = {}      # PC -> [SP, one per call] where GDB called a function in the inferior (see _full)
-        self._calls = []          # (PC, SP) of the calls GDB is making (nested), innermost last
+        self.calls = InferiorCalls()
 
     # -- bookkeeping ------------------------------------------------------------------------
 
+    @property
+    def problems(self):
+        """level -> (pc, why): the frames of this unwind declined for an error (sframe verify)."""
+        return self._u.problems
+
     def reset(self, *_):
         """Forget the current unwind (new stop, frames flushed, registers or memory changed)."""
-        self._new_unwind()
+        self._restart()
         self._tramp = {}
-        self._seen = _FRESH
 
     def memory_changed(self, *_):
         """Memory was written.  What was unwound ahead read the old memory: it goes.  The frames
@@ -137,23 +208,21 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 arch.values.clear()
 
     def _new_unwind(self):
-        self._standin = None
-        self._levels = {}
-        self._forget_ahead()
-        self._shift = 0
-        self._given = {}
-        self._next = None
-        self._chunk = None
-        self._last = {}
-        self.problems = {}
+        """A new unwind begins (its first level is being asked about, or about to be)."""
+        self._u = _Unwind()
+        for walker in self._walkers.values():
+            walker.new_unwind()
         if not self.plugin.watched:
             self._dwarf = None    # (asked again for each unwind, where no hook tells of a change)
 
+    def _restart(self):
+        """A new unwind begins at the next call, whatever its level."""
+        self._new_unwind()
+        self._seen = _FRESH
+
     def _forget_ahead(self):
         """Drop what was unwound ahead of GDB, and what it was unwound from (memory read, verdicts)."""
-        self._ahead = {}
-        self._ready = {}
-        self._verdicts = {}
+        self._u.forget_ahead()
         for walker in self._walkers.values():
             walker.new_unwind()
 
@@ -171,7 +240,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     def _idle_now(self):
         """Can no frame of this unwind be this unwinder's?  Asked at each unwind's first frame
         while GDB calls it (Plugin.wake); where no hook tells of a change of GDB's DWARF
-        unwinders (dwarf.watch), a script may turn them off just before `bt`, and they are
+        unwinders (dwarf_unwinders.watch), a script may turn them off just before `bt`, and they are
         asked about each time.  The functions only SFrame describes are worked out once per set
         of objfiles."""
         return not self.activity(again=False, explain=False)[0]
@@ -208,36 +277,24 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def dwarf_enabled(self):
         if self._dwarf is None:
-            self._dwarf = dwarf.enabled()
+            self._dwarf = dwarf_unwinders.enabled()
             if self._dwarf is None:
                 self._dwarf = True        # GDB does not say: assume they run (do no harm)
         return self._dwarf
 
     def _note(self, level, kind, pc):
-        self._levels[level] = (kind, pc)
-
-    # An Answer GDB took is recorded once, in _given (the hot path makes nothing more): what it
-    # says of its level (kind, `last`) and of the level above (what was produced there) is read here.
-
-    def _level_record(self, level):
-        """(OURS | DECLINED, pc) of a level seen in this unwind, or None."""
-        rec = self._levels.get(level)
-        if rec is None:
-            given = self._given.get(level)
-            if given is not None:
-                rec = (OURS, given[3])
-        return rec
+        self._u.levels[level] = (kind, pc)
 
     def _produced_at(self, level):
         """(core Frame, Arch, ABIInfo) this unwinder gave the frame at `level`, or None."""
-        given = self._given.get(level - 1)
-        return None if given is None else (given[2], given[6], given[7])
+        given = self._u.given.get(level - 1)
+        return None if given is None else (given.caller, given.arch, given.abi)
 
     @property
     def last(self):
         """level -> (pc, cfa, Frame) of the frames SFrame unwound in the current unwind (for commands)."""
-        got = {level: (given[3], given[2].cfa, given[2]) for level, given in self._given.items()}
-        got.update(self._last)
+        got = {level: (given.frame_pc, given.caller.cfa, given.caller) for level, given in self._u.given.items()}
+        got.update(self._u.last)
         return got
 
     def _arch(self, pf):
@@ -259,14 +316,14 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             return True
         k = level - 1
         while k >= 0:
-            rec = self._level_record(k)
+            rec = self._u.record(k)
             if rec is not None:
-                if k < level - 1 and pc in self._called_at:
+                if k < level - 1 and pc in self.calls.sites:
                     # GDB's own frames between (none this unwinder's): inline frames, whose outer
                     # frame has the PC of the caller given at k, or a dummy frame.  (GDB's Frame
                     # API cannot tell: asked from a sniffer, GDB 13 stops on an internal error.)
-                    given = self._given.get(k)
-                    if (given is None or given[2].pc != pc) and self._called_from(pf, pc):
+                    given = self._u.given.get(k)
+                    if (given is None or given.caller.pc != pc) and self._called_from(pf, pc):
                         return True
                 if rec[0] == OURS:
                     return False
@@ -278,41 +335,21 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         """Did GDB call a function from a frame with this PC and the pending frame's SP?"""
         arch = self._arch(pf)
         try:
-            return arch is not None and int(pf.read_register(arch.sp)) & MASK64 in self._called_at[pc]
+            return arch is not None and self.calls.made_from(pc, int(pf.read_register(arch.sp)) & MASK64)
         except ValueError:        # (GDB 13: a frame of another gdbarch)
             return False
 
     def inferior_call(self, event):
-        """GDB calls a function in the inferior.  Before: the PC and SP it will restore, for the
-        frame above the dummy frame (see _full).  After: if the call returned (the dummy frame
-        is the newest, about to be popped), they go; if it stopped inside, they stay until the
-        process exits.  Bounded."""
+        """gdb.events.inferior_call (see InferiorCalls): never raises into GDB."""
         try:
-            if isinstance(event, gdb.InferiorCallPreEvent):
-                frame = gdb.newest_frame()
-                arch = archmod.lookup(frame.architecture().name())
-                if arch is None:
-                    return
-                site = (int(frame.pc()) & MASK64, int(frame.read_register(arch.sp)) & MASK64)
-                self._calls.append(site)
-                if len(self._called_at) >= 256:
-                    self._called_at = {}
-                self._called_at.setdefault(site[0], []).append(site[1])
-            elif self._calls:
-                pc, sp = self._calls.pop()
-                sps = self._called_at.get(pc)
-                if sps and sp in sps and gdb.newest_frame().type() == gdb.DUMMY_FRAME:
-                    sps.remove(sp)
-                    if not sps:
-                        del self._called_at[pc]
+            self.calls.event(event)
         except Exception as exc:
             self.plugin.log("inferior call: %s" % exc)
 
     def exited(self, *_):
         """The process exited: its calls with it."""
         self.reset()
-        self._called_at = {}
-        self._calls = []
+        self.calls.clear()
 
     def _is_trampoline(self, pc, abi):
         t = self._tramp.get(pc)
@@ -354,21 +391,20 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 # at (above inline frames it begins at 1 or later, where the levels alone cannot
                 # tell a new unwind from the last one going on).
                 self._thread = thread
-                self._new_unwind()
-                self._seen = _FRESH
+                self._restart()
                 if gdb.current_progspace() is not self._progspace:
                     # Another inferior's: the PCs learnt as CFI-covered or without SFrame were
                     # another program's (two builds of one program share their addresses).
                     self._progspace = gdb.current_progspace()
                     self.forget_modules()
                     self._tramp = {}
-            elif self._plain and level > self._seen and level not in self._levels:
+            elif self._plain and level > self._seen and level not in self._u.levels:
                 # The hot path of a mixed program's CFI modules (see _plain_now): the PC read, and
                 # the frame declined if DWARF CFI covers it (and PC - 1) or no SFrame covers it.
                 pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
                 if pc in self._cfi_both or pc in self._uncovered:
                     self._seen = level
-                    self._levels[level] = (DECLINED, pc)
+                    self._u.levels[level] = (DECLINED, pc)
                     return None
         except Exception:
             pass                      # (met again below, and declined with the reason)
@@ -384,22 +420,23 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         on (_quick), while this unwind has given GDB no frame and prepared none (so the frame
         below the next one is GDB's, and a decline needs no record but its level's), and no
         debug log is written (its lines say why each frame was declined)."""
-        return (self._quick and not self._idle and not self._ready and not self._ahead and not self._given
+        return (self._quick and not self._idle and not self._u.ready and not self._u.ahead and not self._u.given
                 and not self.plugin.debug)
 
     def _sniff(self, pf):
+        """The four ways (see the class docstring), in order; anything raised declines."""
         try:
             level = pf.level()
-            if level == self._next:
-                if not self.verify or self._is_caller(pf, self._given[level - 1]):
-                    # The hot path: GDB asks for the caller of a frame this unwinder gave it, and
-                    # the answer was prepared when the frames were unwound ahead (_give, inlined).
-                    ready = self._ready.get(level - self._shift)
+            u = self._u
+            if level == u.next:
+                if not self.verify or self._is_caller(pf, u.given[level - 1]):
+                    # 3, chained, the hot path: the answer prepared ahead (_give, inlined).
+                    ready = u.ready.get(level - u.shift)
                     if ready is not None:
                         ui = pf.create_unwind_info(ready)
                         deque(map(ui.add_saved_register, ready[4], ready[5]), 0)
-                        self._given[level] = ready
-                        self._next = level + 1
+                        u.given[level] = ready
+                        u.next = level + 1
                         self._seen = level
                         return ui
                 else:
@@ -407,64 +444,74 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                     # (`record goto`, `tfind`, `restart` where our pre-hooks could not be set),
                     # and begins above inline frames at the very level the last unwind would
                     # have gone on at.
-                    self._new_unwind()
-                    self._seen = _FRESH
-            elif (self.verify and self._next is not None and level > self._next and level > self._seen
+                    self._restart()
+            elif (self.verify and u.next is not None and level > u.next and level > self._seen
                   and not self._same_frame(pf)):
                 # (the same, GDB beginning above more inline frames: not the caller given either)
-                self._new_unwind()
-                self._seen = _FRESH
+                self._restart()
             if level <= self._seen:
-                # A new unwind: GDB asks about each level once per unwind, innermost first, from
-                # level 0 or, where GDB's inline-frame unwinder takes the top frames, from a later one.
-                if level > 0 and self._seen != _FRESH:
-                    # (from a later one: what is recorded is the last unwind's; after undecided(),
-                    # _FRESH, it may be this one's, GDB going on with a backtrace it had begun)
-                    self._new_unwind()
-                self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
-                arch = self._arch(pf) if not self._idle and self.plugin.mode is Mode.AUTO else None
-                self._quick = arch is not None and self.dwarf_enabled()
-                if self._quick and not _PENDING_PC:
-                    self._quick_pc = arch.read_pc_by(pf)     # (one architecture for a whole stack)
-                if self._idle:
-                    if self._given or self._last or self._levels or self.problems:
-                        self._new_unwind()         # a previous unwind's records are not this one's
-                    if self.plugin.watched and sum(1 for i in gdb.inferiors() if i.pid) <= 1:
-                        # Nothing can make it active but what wakes it (Plugin.wake): GDB need
-                        # not call it until then.  (With another inferior, selecting it may:
-                        # `inferior 2` in a script, or from Python, tells of it by no event.)
-                        self.switch(False)
+                self._begin(pf, level)
             self._seen = level
-            if self._idle:
+            if self._idle:                # 1, idle
                 return None
-            plugin = self.plugin
-            if level == 0 and self._quick:
-                self._new_unwind()        # (as _unwind does at level 0)
-            if self._quick and (level == 0 or not self._ready and not self._ahead and level - 1 not in self._given
-                                and level not in self._levels):
-                # A frame below which this unwinder gave nothing, in mode auto with GDB's DWARF
-                # unwinders on (a mixed program's CFI modules): the declines of _unwind that CFI
-                # covers the PC and PC - 1, or that no SFrame covers it, at the cost of reading the PC.
-                try:
-                    pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
-                except ValueError:        # GDB 13: a frame of another gdbarch refuses _quick_pc
-                    pc = None             # (_unwind reads it by the frame's own)
-                cfi = self._cfi_both.get(pc)
-                if cfi is not None or pc is not None and pc in self._uncovered:
-                    if plugin.debug:
-                        return self._decline(level, pc, _DWARF_COVERS if cfi else _NO_SFRAME, detail=cfi)
-                    self._levels[level] = (DECLINED, pc)
-                    return None
-            if plugin.mode is Mode.OFF:   # (GDB does not call a disabled unwinder: see Plugin.set_mode)
+            if self._quick:
+                if level == 0:
+                    self._new_unwind()    # (as _unwind does at level 0)
+                if self._quick_decline(pf, level):
+                    return None           # 2, quick
+            if self.plugin.mode is Mode.OFF:   # (GDB does not call a disabled unwinder: see Plugin.set_mode)
                 return None
-            return self._unwind(pf, plugin, level)
+            return self._unwind(pf, self.plugin, level)     # 3 (not prepared) or 4
         except Exception as exc:          # anything at all: decline, never raise into GDB
             level = _level(pf)
             why = "%s%s: %s" % (INTERNAL_ERROR, type(exc).__name__, exc)
             if isinstance(level, int):
-                self.problems[level] = (None, why)     # (sframe verify counts them)
+                self._u.problems[level] = (None, why)     # (sframe verify counts them)
             self.plugin.log("frame #%s: declined after an %s" % (level, why))
             return None
+
+    def _begin(self, pf, level):
+        """A new unwind: GDB asks about each level once per unwind, innermost first, from level 0
+        or, where GDB's inline-frame unwinder takes the top frames, from a later one.  Decides
+        whether it idles (1) and whether it may decline quickly (2)."""
+        if level > 0 and self._seen != _FRESH:
+            # (from a later one: what is recorded is the last unwind's; after undecided(),
+            # _FRESH, it may be this one's, GDB going on with a backtrace it had begun)
+            self._new_unwind()
+        self._idle = self._idle_now()      # decided again for each unwind (see _idle_now)
+        arch = self._arch(pf) if not self._idle and self.plugin.mode is Mode.AUTO else None
+        self._quick = arch is not None and self.dwarf_enabled()
+        if self._quick and not _PENDING_PC:
+            self._quick_pc = arch.read_pc_by(pf)     # (one architecture for a whole stack)
+        if self._idle:
+            u = self._u
+            if u.given or u.last or u.levels or u.problems:
+                self._new_unwind()         # a previous unwind's records are not this one's
+            if self.plugin.watched and sum(1 for i in gdb.inferiors() if i.pid) <= 1:
+                # Nothing can make it active but what wakes it (Plugin.wake): GDB need
+                # not call it until then.  (With another inferior, selecting it may:
+                # `inferior 2` in a script, or from Python, tells of it by no event.)
+                self.switch(False)
+
+    def _quick_decline(self, pf, level):
+        """2, quick: decline a frame below which this unwinder gave nothing (a mixed program's
+        CFI modules) when DWARF CFI covers its PC and PC - 1, or no SFrame covers it, as learnt
+        before: _unwind's declines at the cost of reading the PC.  True if declined."""
+        u = self._u
+        if level != 0 and (u.ready or u.ahead or level - 1 in u.given or level in u.levels):
+            return False
+        try:
+            pc = (int(pf.pc()) if _PENDING_PC else int(pf.read_register(self._quick_pc))) & MASK64
+        except ValueError:        # GDB 13: a frame of another gdbarch refuses _quick_pc
+            return False          # (_unwind reads it by the frame's own)
+        cfi = self._cfi_both.get(pc)
+        if cfi is None and pc not in self._uncovered:
+            return False
+        if self.plugin.debug:
+            self._decline(level, pc, _DWARF_COVERS if cfi else _NO_SFRAME, detail=cfi)
+        else:
+            u.levels[level] = (DECLINED, pc)
+        return True
 
     def _decline(self, level, pc, why, always=False, detail=None):
         """Leave the frame to GDB's other unwinders, and say why under `set debug sframe on`
@@ -475,35 +522,35 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         if (always or self.plugin.debug) and detail is not None:
             why = why % (detail,)
         if always:
-            self.problems[level] = (pc, why)
+            self._u.problems[level] = (pc, why)
         if always or self.plugin.debug:
             where = "" if pc is None else "pc %#x: " % pc
             self.plugin.log("frame #%d: %s%s" % (level, where, why))
         return None
 
     def _unwind(self, pf, plugin, level):
-        if level == 0 or level in self._levels or level in self._given:
+        if level == 0 or level in self._u.levels or level in self._u.given:
             # GDB started a new unwind: it sniffs each level once per unwind, innermost first.
             self._new_unwind()
-        elif level != self._next and (self._ready or self._ahead):
+        elif level != self._u.next and (self._u.ready or self._u.ahead):
             # GDB did not ask about the levels since the last answer: its inline-frame unwinder
             # put frames there (with the registers of the frame this unwinder gave it, which GDB
             # now shows at `level`).  The answers prepared ahead go on from that frame, GDB's
             # levels shifted; if it is some other frame, they are another stack's.
-            if self._next is not None and level > self._next and self._same_frame(pf):
-                self._shift += level - self._next
-                ready = self._ready.get(level - self._shift)
+            if self._u.next is not None and level > self._u.next and self._same_frame(pf):
+                self._u.shift += level - self._u.next
+                ready = self._u.ready.get(level - self._u.shift)
                 if ready is not None:
                     return self._give(pf, level, ready)
             else:
-                self._ready.clear()
-                self._ahead.clear()
-        standin, self._standin = self._standin, None
+                self._u.ready.clear()
+                self._u.ahead.clear()
+        standin, self._u.standin = self._u.standin, None
         if standin is not None and level == standin[0]:
             info = self._standin_info(pf, standin)
             if info is not None:
                 return info
-        self._next = None
+        self._u.next = None
         ms = plugin.tracker.current()
         if ms is None:                    # nothing loaded has SFrame
             return None
@@ -536,7 +583,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         regs = LazyRegisters(read) if callee_saved and not full else None
         frame = frame_from_registers(abi, pc, read, full=full, regs=regs, interrupted=full and level > 0)
         if frame.sp is None:      # as an internal error: no record for this level
-            self.problems[level] = (pc, "GDB cannot read %s" % arch.sp)
+            self._u.problems[level] = (pc, "GDB cannot read %s" % arch.sp)
             plugin.log("frame #%d: pc %#x: declined: GDB cannot read %s" % (level, pc, arch.sp))
             return None
         res = step(frame, abi=abi, read=self._read, find=ms.find, topmost=level == 0, callee_saved=callee_saved,
@@ -545,7 +592,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _same_frame(self, pf):
         """Is the pending frame the caller this unwinder gave GDB at the last level it answered?"""
-        given = self._given.get(self._next - 1)
+        given = self._u.given.get(self._u.next - 1)
         return given is not None and self._is_caller(pf, given)
 
     @staticmethod
@@ -585,7 +632,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
 
     def _chain_verdict(self, ms, arch, abi, level, pc):
         """`_verdict` for a caller PC of a frame this unwinder produced, remembered for the unwind."""
-        verdict = self._verdicts.get(pc)
+        verdict = self._u.verdicts.get(pc)
         if verdict is None:
             cfi = self._cfi_both.get(pc) if self.plugin.mode is Mode.AUTO else None
             if cfi is not None and self.dwarf_enabled():
@@ -594,7 +641,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 verdict = self._verdict(ms, arch, level, pc, False)
                 if not isinstance(verdict[0], str) and verdict[1] is not abi:
                     verdict = ("its SFrame is for another ABI than the frame below it", True)
-            self._verdicts[pc] = verdict
+            self._u.verdicts[pc] = verdict
         return verdict
 
     def _chained(self, pf, plugin, ms, level, frame, arch, abi):
@@ -604,20 +651,20 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         verdict = self._chain_verdict(ms, arch, abi, level, pc)
         if isinstance(verdict[0], str):
             return self._decline(level, pc, *verdict)
-        ready = self._ready.get(level - self._shift)
+        ready = self._u.ready.get(level - self._u.shift)
         if ready is None:
-            res = self._ahead.get(level - self._shift)
+            res = self._u.ahead.get(level - self._u.shift)
             if res is None:
                 res = self._unwind_ahead(pf, ms, level, frame, arch, abi)
-            ready = self._ready.get(level - self._shift)
+            ready = self._u.ready.get(level - self._u.shift)
             if ready is None:
                 return self._answer(pf, arch, abi, level, pc, res, verdict[0])
         return self._give(pf, level, ready)
 
     def _unwind_ahead(self, pf, ms, level, frame, arch, abi):
         """The caller of `frame` (at `level`), and those of the frames above it while this
-        unwinder would take them, kept in self._ahead, with GDB's answers prepared in
-        self._ready where they are ordinary frames (not under `set debug sframe on`)."""
+        unwinder would take them, kept in self._u.ahead, with GDB's answers prepared in
+        self._u.ready where they are ordinary frames (not under `set debug sframe on`)."""
         gen = self.plugin.tracker.generation
         if gen != self._generation:
             self._walkers, self._generation = {}, gen
@@ -627,7 +674,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             walker = self._walkers[(abi.sframe_abi, callee_saved)] = Ahead(abi, self._read, ms.find, callee_saved=callee_saved,
                                                                symbolize=ms.symbolize)
 
-        verdicts = self._verdicts
+        verdicts = self._u.verdicts
 
         def go_on(caller):
             verdict = verdicts.get(caller.pc)
@@ -635,30 +682,30 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 verdict = self._chain_verdict(ms, arch, abi, level + 1, caller.pc)
             return verdict[0].__class__ is not str
 
-        chunk = self._chunk or FIRST_CHUNK
+        chunk = self._u.chunk or FIRST_CHUNK
         # Everything made here is kept (frames, values, answers): a collection would find no garbage.
         collecting = gc.isenabled()
         gc.disable()
         try:
             got = walker.walk(frame, chunk, go_on=go_on, increasing=False)
-            self._chunk = next_chunk(chunk)
+            self._u.chunk = next_chunk(chunk)
             if not self.plugin.debug:
-                self._prepare_all(pf, arch, abi, level - self._shift, frame.pc, got)
+                self._prepare_all(pf, arch, abi, level - self._u.shift, frame.pc, got)
             else:
-                self._ahead.update(enumerate(got, level - self._shift))
+                self._u.ahead.update(enumerate(got, level - self._u.shift))
         finally:
             if collecting:
                 gc.enable()
         return got[0]
 
     def _prepare_all(self, pf, arch, abi, level, pc, got):
-        """GDB's Answer for each ordinary frame `got[k - level]` in self._ready[k], and the others
-        (a Stop or a frame restored from a signal frame, the last of `got`) in self._ahead[k].
+        """GDB's Answer for each ordinary frame `got[k - level]` in self._u.ready[k], and the others
+        (a Stop or a frame restored from a signal frame, the last of `got`) in self._u.ahead[k].
         An Answer: the frame id (CFA and function start), the caller, the PC of the frame at
         level k, the registers to save (ids and gdb.Values), the Arch and the ABIInfo.  This loop
         runs once per frame of a whole backtrace."""
         arch.prepare(pf, abi)
-        ahead, ready = self._ahead, self._ready
+        ahead, ready = self._u.ahead, self._u.ready
         signal = Method.SIGNAL
         shapes, shape_of, saved, vget = arch.shapes, arch.shape, arch.saved, arch.values.__getitem__
         value, word, size, order = gdb.Value, arch.word, arch.word.sizeof, arch.order
@@ -687,8 +734,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         """Answer GDB with a prepared Answer (see _prepare_all; inlined in __call__'s hot path)."""
         ui = pf.create_unwind_info(ready)
         deque(map(ui.add_saved_register, ready[4], ready[5]), 0)    # each register, without a Python loop
-        self._given[level] = ready
-        self._next = level + 1
+        self._u.given[level] = ready
+        self._u.next = level + 1
         return ui
 
     def _answer(self, pf, arch, abi, level, pc, res, found):
@@ -726,8 +773,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             self.plugin.log("frame #%d: pc %#x: %s: CFA %#x, caller pc %#x sp %#x%s (%s)" % (
                 level, pc, res.method.value, res.cfa, res.pc, res.sp,
                 "" if res.fp is None else " fp %#x" % res.fp, module.path))
-        self._prepare_all(pf, arch, abi, level - self._shift, pc, [res])
-        return self._give(pf, level, self._ready[level - self._shift])
+        self._prepare_all(pf, arch, abi, level - self._u.shift, pc, [res])
+        return self._give(pf, level, self._u.ready[level - self._u.shift])
 
     def _outermost(self, pf, arch, level, pc, found, stop):
         """The outermost frame: a frame id but no saved PC, so the backtrace ends here."""
@@ -740,7 +787,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             func = match.fde.start if match is not None else pc
         known = self._produced_at(level)
         sp = known[0].sp if known is not None else int(pf.read_register(arch.sp)) & MASK64
-        self._last[level] = (pc, sp, None)
+        self._u.last[level] = (pc, sp, None)
         if self.plugin.debug:
             self.plugin.log("frame #%d: pc %#x: outermost frame (%s)" % (level, pc, stop.message))
         info = pf.create_unwind_info(FrameId(gdb.Value(sp), gdb.Value(func)))
@@ -751,7 +798,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             # stand-in next (and nothing else recorded of it), the unwinder gives it this
             # frame's id, and GDB stops at "previous frame identical to this frame".
             _save_own_pc_and_sp(info, pf, arch)
-            self._standin = (level + 1, pc, sp, func)
+            self._u.standin = (level + 1, pc, sp, func)
         return info
 
     def _standin_info(self, pf, standin):

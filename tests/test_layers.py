@@ -95,6 +95,64 @@ def violations(sources: Dict[str, tuple]) -> List[str]:
     return found
 
 
+def import_graph(sources: Dict[str, tuple]) -> Dict[str, set]:
+    """{module: the project modules it imports}: every import statement, nested ones and those
+    under TYPE_CHECKING included (a circle is a circle to the reader, whenever it runs)."""
+    known = {name: is_pkg for name, (is_pkg, _src) in sources.items()}
+    graph: Dict[str, set] = {name: set() for name in sources}
+    for name, (is_pkg, src) in sources.items():
+        for _line, _named, imported in _imports(name, is_pkg, src):
+            target = _resolve(imported, known) if imported.split(".")[0] == PKG else None
+            if target is not None and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def circles(sources: Dict[str, tuple]) -> List[List[str]]:
+    """The import circles among the project's modules: each strongly connected set of two or more
+    modules (Tarjan's algorithm, iterative), sorted.  A package's __init__ importing its own
+    submodules and being imported by them is a circle too: such imports name the submodule."""
+    graph = import_graph(sources)
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return sorted(found)
+
+
 def _project_sources() -> Dict[str, tuple]:
     out = {}
     for top in ("core", "sframe_gdb", "lldb_plugin"):
@@ -119,6 +177,35 @@ def test_every_core_module_is_in_a_layer():
         assert path.is_dir() or path.with_suffix(".py").is_file(), entry
 
 
+def _planted(module, line):
+    """(module name, the project's sources with `line` planted in `module`; indented: in a function)."""
+    sources = _project_sources()
+    name = _module_name(REPO / module)
+    is_pkg, src = sources[name]
+    if line.startswith(" "):
+        src += "\n\ndef _planted():\n" + line + "\n"
+    else:
+        src += "\n" + line + "\n"
+    sources[name] = (is_pkg, src)
+    return name, sources
+
+
+def test_no_import_circle():
+    assert circles(_project_sources()) == []
+
+
+@pytest.mark.parametrize("module, line", [
+    ("core/arch/sigframe.py", "from .abi import ABIInfo"),
+    ("core/sframe/format.py", "    from . import decode"),
+    ("sframe_gdb/arch.py", "from .unwinder import Answer"),
+])
+def test_the_circle_check_fails_on_a_planted_import(module, line):
+    """An import planted in a copy of the sources that closes a circle is reported, with both ends."""
+    name, sources = _planted(module, line)
+    found = circles(sources)
+    assert len(found) == 1 and name in found[0] and len(found[0]) >= 2, found
+
+
 @pytest.mark.parametrize("module, line, broken", [
     ("core/arch/abi.py", "from ..unwind import ahead", "layer 'unwind' is above 'arch'"),
     ("core/sframe/decode.py", "from ..saves.analysis import at", "layer 'saves' is above 'sframe'"),
@@ -131,13 +218,6 @@ def test_every_core_module_is_in_a_layer():
 ])
 def test_the_check_fails_on_a_planted_import(module, line, broken):
     """The rule is checked, not assumed: one import planted in a copy of the sources is reported."""
-    sources = _project_sources()
-    name = _module_name(REPO / module)
-    is_pkg, src = sources[name]
-    if line.startswith(" "):
-        src += "\n\ndef _planted():\n" + line + "\n"
-    else:
-        src += "\n" + line + "\n"
-    sources[name] = (is_pkg, src)
+    name, sources = _planted(module, line)
     found = violations(sources)
     assert len(found) == 1 and broken in found[0] and found[0].startswith(name), found

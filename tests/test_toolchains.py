@@ -189,7 +189,7 @@ def test_inroot_rejects_missing_bind(roots):
 
 
 def _mirror(tmp_path, files, **env):
-    """What scripts/roots.sh takes as its Debian mirror, with apt reading only `files`."""
+    """(exit status, stdout, stderr) of scripts/roots.sh mirror, with apt reading only `files`."""
     parts = tmp_path / "sources.list.d"
     parts.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -198,27 +198,29 @@ def _mirror(tmp_path, files, **env):
     conf.write_text('Dir::Etc::sourcelist "/dev/null";\nDir::Etc::sourceparts "%s";\n' % parts)
     env = dict({k: v for k, v in os.environ.items() if k != "SFRAME_MIRROR"}, APT_CONFIG=str(conf), **env)
     p = subprocess.run(["bash", str(tcs.REPO / "scripts" / "roots.sh"), "mirror"], env=env,
-                       capture_output=True, text=True, check=True)
-    return p.stdout.strip()
+                       capture_output=True, text=True)
+    return p.returncode, p.stdout.strip(), p.stderr.strip()
 
 
 def test_roots_come_from_the_mirror_apt_uses(tmp_path):
     """The roots are fetched from the mirror this machine's apt already uses (deb822 or one-line
-    sources; comments, deb-src, options and disabled stanzas ignored); SFRAME_MIRROR overrides."""
+    sources; comments, deb-src, options and disabled stanzas ignored); SFRAME_MIRROR overrides;
+    without either the script names no host of its own: it asks for SFRAME_MIRROR."""
     deb822 = ("Types: deb-src\nURIs: http://src.example/debian\nSuites: sid\nComponents: main\n\n"
               "Types: deb\nURIs: http://deb.example/debian\nSuites: sid\nEnabled: no\n\n"
               "# URIs: http://commented.example/debian\n"
-              "Types: deb deb-src\nURIs: http://ftp.fr.debian.org/debian/\nSuites: trixie\nComponents: main\n\n"
-              "Types: deb\nURIs: http://security.debian.org/debian-security\nSuites: trixie-security\n")
-    assert _mirror(tmp_path, {"debian.sources": deb822}) == "http://ftp.fr.debian.org/debian"
+              "Types: deb deb-src\nURIs: http://one.example/debian/\nSuites: trixie\nComponents: main\n\n"
+              "Types: deb\nURIs: http://security.example/debian-security\nSuites: trixie-security\n")
+    assert _mirror(tmp_path, {"debian.sources": deb822}) == (0, "http://one.example/debian", "")
     one_line = ("# deb http://commented.example/debian sid main\n"
                 "deb-src http://src.example/debian sid main\n"
-                "deb [arch=amd64 signed-by=/usr/share/keyrings/k.gpg] http://ftp.de.debian.org/debian bookworm main\n")
-    assert _mirror(tmp_path / "a", {"mirror.list": one_line}) == "http://ftp.de.debian.org/debian"
-    assert _mirror(tmp_path / "b", {"other.list": "deb https://deb.nodesource.com/node_20.x nodistro main\n"}) \
-        == "http://deb.debian.org/debian"
+                "deb [arch=amd64 signed-by=/usr/share/keyrings/k.gpg] http://two.example/debian bookworm main\n")
+    assert _mirror(tmp_path / "a", {"mirror.list": one_line}) == (0, "http://two.example/debian", "")
+    status, out, err = _mirror(tmp_path / "b", {"other.list": "deb https://node.example/node_20.x nodistro main\n"})
+    assert (status, out) == (2, "") and "set SFRAME_MIRROR" in err, err
+    assert _mirror(tmp_path / "b", {}, SFRAME_MIRROR="http://local/debian") == (0, "http://local/debian", "")
     assert _mirror(tmp_path / "c", {"debian.sources": deb822}, SFRAME_MIRROR="http://local/debian") \
-        == "http://local/debian"
+        == (0, "http://local/debian", "")
 
 
 # --------------------------------------------------------------------------

@@ -19,10 +19,7 @@ gdb-multiarch, in each case comparing GDB's own signal-frame unwinding against S
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, Literal, Optional, Tuple
-
-if TYPE_CHECKING:
-    from .abi import ABIInfo
+from typing import Callable, Dict, Literal, Mapping, Optional, Protocol, Tuple
 
 
 @dataclass(frozen=True)
@@ -64,19 +61,29 @@ S390X_NONRT = Layout("s390x sigframe", bytes.fromhex("0a77"), (0,), 168, 8, _S39
 # vDSO), are in each ABI's description (core.arch.abi: sigframes, sigframe_symbols).
 
 
-def layouts(abi: "ABIInfo") -> Tuple[Layout, ...]:
+class SignalABI(Protocol):
+    """What the functions below read of an ABI description (core.arch.abi.ABIInfo), named here so
+    that this module, which the descriptions import for their layouts, does not import them."""
+    big_endian: bool
+    sigframes: Tuple[Layout, ...]
+    sigframe_symbols: Mapping[str, Layout]
+
+    def regnum(self, name: str) -> Optional[int]: ...
+
+
+def layouts(abi: SignalABI) -> Tuple[Layout, ...]:
     """The signal-frame layouts of an ABI (first one: the default for a V3 signal FDE)."""
     return abi.sigframes
 
 
-def by_symbol(abi: "ABIInfo", name: Optional[str]) -> Optional[Layout]:
+def by_symbol(abi: SignalABI, name: Optional[str]) -> Optional[Layout]:
     """Layout for a trampoline symbol name, or None."""
     if not name:
         return None
     return abi.sigframe_symbols.get(name)
 
 
-def by_code(abi: "ABIInfo", pc: int, fetch: Callable[[int, int], Optional[bytes]], exact: bool) -> Optional[Layout]:
+def by_code(abi: SignalABI, pc: int, fetch: Callable[[int, int], Optional[bytes]], exact: bool) -> Optional[Layout]:
     """Layout whose trampoline code is at pc, or None.
 
     `fetch(addr, size)` returns bytes or None.  With `exact` (a topmost or interrupted frame)
@@ -94,7 +101,7 @@ def by_code(abi: "ABIInfo", pc: int, fetch: Callable[[int, int], Optional[bytes]
     return None
 
 
-def recover(abi: "ABIInfo", lay: Layout, sp: int, read_exact: Callable[[int, int], bytes]) -> Tuple[Optional[int], Dict[int, int]]:
+def recover(abi: SignalABI, lay: Layout, sp: int, read_exact: Callable[[int, int], bytes]) -> Tuple[Optional[int], Dict[int, int]]:
     """(pc, {dwarf regnum: value}) saved by the kernel, given SP at the trampoline.
 
     `read_exact(addr, size)` returns exactly `size` bytes or raises the unwinder's read error.

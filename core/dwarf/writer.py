@@ -153,13 +153,6 @@ Saved = Sequence[Tuple[int, Dict[int, saves.Save]]]
 _NOT_ANALYSED = saves.unknown("not analysed")
 
 
-def function_rows(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
-                  symbolize: Optional[saves.Symbolize] = None) -> List[CfiRow]:
-    """The CFI rows of one function (of a MASK FDE: of its first block, addresses from its start).
-    `read_code` None: no callee-saved registers (every one undefined)."""
-    return _rows(abi, *_inputs(abi, index, fde, read_code, symbolize))
-
-
 def _inputs(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
             symbolize: Optional[saves.Symbolize]) -> Tuple[Frows, Saved]:
     """What a function's rows are made of: SFrame's rows and the analysis' answers."""

@@ -4,7 +4,7 @@ import gdb
 
 from ...core.errors import ElfError, SFrameError
 from ...core.sframe.format import MASK64
-from .. import dwarf
+from .. import dwarf_unwinders
 from .common import frame_values, has_registers, is_callers_pc, objfile_name_at, parse_address, symbol_at
 
 
@@ -112,7 +112,7 @@ rules give there."""
         note = "" if at == addr else " (at %#x - 1: a caller's frame is looked up at its return address - 1)" % addr
         cfi = ms.cfi_find(module, at)
         mode = self.plugin.mode
-        choice = choose(mode, dwarf.enabled(), lambda: cfi)
+        choice = choose(mode, dwarf_unwinders.enabled(), lambda: cfi)
         if choice.sframe:
             who = "SFrame"
         elif mode is Mode.OFF:

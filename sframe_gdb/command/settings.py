@@ -149,5 +149,3 @@ class DebugSFrameParameter(gdb.Parameter):
     def get_show_string(self, svalue):
         return "SFrame unwinder debugging is %s." % svalue
 
-
-# -- info sframe ------------------------------------------------------------------------------------

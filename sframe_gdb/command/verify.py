@@ -5,7 +5,7 @@ import re
 import gdb
 
 from ...core.sframe.format import MASK64
-from .. import dwarf
+from .. import dwarf_unwinders
 from ..arch import reg_int
 from ..unwinder import INTERNAL_ERROR
 from .common import flush_frames, frame_arch, has_registers
@@ -192,19 +192,19 @@ disagreement and three summary lines:
         from ...core.unwind.policy import Mode
         plugin = self.plugin
         was = plugin.mode
-        on = dwarf.enabled()
+        on = dwarf_unwinders.enabled()
         try:
             plugin.set_mode(Mode.ALWAYS, remember=False)     # SFrame wherever it covers the PC
             self._pc0 = int(gdb.newest_frame().pc()) & MASK64
             ours = self._walk(max_frames, True)
             plugin.set_mode(Mode.OFF, remember=False)
             if on is False:
-                dwarf.set_enabled(True)
+                dwarf_unwinders.set_enabled(True)
             flush_frames()
             ref = self._walk(max_frames, False)
         finally:
             if on is False:
-                dwarf.set_enabled(False)
+                dwarf_unwinders.set_enabled(False)
             plugin.set_mode(was, remember=False)
         checked, diss = verifymod.compare(ours, ref, stop)
         arch = frame_arch(gdb.newest_frame())
