@@ -1,4 +1,4 @@
-"""The smallest frame provider LLDB 22 and 23 cannot take (tests/test_lldb_provider.py, README):
+"""The smallest frame provider LLDB 22 and 23 cannot take (tests/test_lldb_provider.py, docs/lldb.md):
 frame 1 as a ScriptedFrame with a register context, the other frames LLDB's own.  `bt` with it
 registered crashes LLDB (segmentation fault) or hangs it when it asks for frame 2.
 

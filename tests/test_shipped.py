@@ -8,7 +8,7 @@ own DWARF backtrace of the copy that keeps `.eh_frame` (no plugin), stopped at t
 * GDB with the plugin (13 on the host's V1 build, 16 on trixie's V2, 18 on sid's V3);
 * GDB without the plugin, through the side file `sframe cfi --build-id-dir` writes (found by build ID
   under `set debug-file-directory DIR:/usr/lib/debug`; not for `-g`, whose own debug information
-  GDB takes instead, as the README says);
+  GDB takes instead, as docs/cli.md says);
 * `sframe backtrace` of a core GDB wrote at that stop;
 * elfutils' eu-stack on that core through the side file (the host's V1 build).
 

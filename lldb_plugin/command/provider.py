@@ -19,7 +19,7 @@ this LLDB has them, whether they can be used here and why not, and whether one i
 
 On LLDB 16 to 21 there are no frame providers; on LLDB 22 and 23 a provider that gives a scripted
 frame (one with its own registers, which every frame unwound with SFrame needs) anywhere but at
-the top of the stack makes LLDB crash or hang, so the provider is not registered there (the README
+the top of the stack makes LLDB crash or hang, so the provider is not registered there (docs/lldb.md
 has a reproduction).  `sframe bt` unwinds with SFrame in every version.
 """
 
@@ -39,7 +39,7 @@ has a reproduction).  `sframe bt` unwinds with SFrame in every version.
 
 # LLDB versions whose frame providers cannot give a scripted frame below the top of the stack:
 # a provider that does (LLDB asks for the next frame after it) crashes LLDB 22.1.8 and 23.1.4
-# with a segmentation fault, or hangs 23.1.4 (README, "LLDB's own bt").
+# with a segmentation fault, or hangs 23.1.4 (docs/lldb.md, "LLDB's own bt").
 _PROVIDERS_BROKEN = (22, 23)
 
 
