@@ -15,8 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # noqa: E402,F401  (the checkout as the package sframekit)
-import fuzzing  # noqa: E402
-import synthetic  # noqa: E402
+from helpers import (
+    fuzzing,  # noqa: E402
+    synthetic,  # noqa: E402
+)
 
 from sframekit.core.elf.image import ElfImage  # noqa: E402
 
@@ -31,7 +33,7 @@ def corpus_sections(paths):
 
 
 def default_corpus():
-    import toolchains
+    from helpers import toolchains
     tmp = Path(tempfile.mkdtemp(prefix="sframe-fuzz-"))
     entries = toolchains.build_corpus(tmp)
     return [e.path for e in entries]

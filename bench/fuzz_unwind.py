@@ -2,7 +2,7 @@
 
 Default: 1,000,000 cases over gcore'd stops of the recursion fixture (50 levels) built by the
 host (SFrame V1), trixie (V2) and sid (V3) toolchains, each with its registers and stack words
-mutated (tests/unwind_fuzzing.py: wild return addresses, self-pointers, return addresses into
+mutated (tests/helpers/unwind_fuzzing.py: wild return addresses, self-pointers, return addresses into
 its own code, unreadable stack).  Both walkers run on every case.  Prints cases/s, the slowest
 case, the stop reasons and the escapes (anything but frames and one stop within the depth
 limit); exits 1 on any escape.
@@ -17,8 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # noqa: E402,F401  (the checkout as the package sframekit)
-import toolchains  # noqa: E402
-import unwind_fuzzing  # noqa: E402
+from helpers import (
+    toolchains,  # noqa: E402
+    unwind_fuzzing,  # noqa: E402
+)
 
 
 def cores(work):

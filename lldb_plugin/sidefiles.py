@@ -233,9 +233,12 @@ def _add(debugger, target, path):
     again = path + ".again"
     try:
         if not (os.path.exists(again) and os.path.samefile(again, path)):
-            if os.path.lexists(again):
-                os.unlink(again)
-            os.link(path, again)
+            # (by a private name renamed into place: another LLDB may be making the same link)
+            tmp = "%s.tmp%d" % (again, os.getpid())
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.link(path, tmp)
+            os.replace(tmp, again)
     except OSError:
         return None
     _run(debugger, "target symbols add %s" % shlex.quote(again), target)

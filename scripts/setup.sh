@@ -27,6 +27,7 @@ PACKAGES=(
     gdb             # GDB 13, embedded Python 3.11
     lldb-16 python3-lldb-16
     python3-pyelftools python3-pytest python3-pexpect python3-hypothesis python3-venv
+    python3-pytest-xdist   # the suite on both cores (scripts/test: -n 2)
     python3-pip python3-setuptools python3-wheel   # installing this checkout (the sframe command)
     util-linux      # unshare, findmnt (scripts/inroot)
     elfutils        # eu-stack: what bench/ compares `sframe backtrace` with

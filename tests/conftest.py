@@ -1,5 +1,8 @@
 """Shared pytest fixtures: the Debian roots and the corpus of built programs."""
 
+import fcntl
+import os
+import pickle
 import sys
 import time
 import types
@@ -15,7 +18,7 @@ _SFRAMEKIT = types.ModuleType("sframekit")
 _SFRAMEKIT.__path__ = [str(Path(_TESTS).parent)]
 sys.modules.setdefault("sframekit", _SFRAMEKIT)
 
-import toolchains  # noqa: E402
+from helpers import toolchains  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -36,12 +39,34 @@ def corpus(roots, tmp_path_factory):
     session: a toolchains.Corpus (list of toolchains.Build records:
     toolchain, fixture, variant, path, version, arch, cflags, args, lib,
     noeh), with .get(toolchain, fixture, variant) and .select(...)."""
-    outdir = tmp_path_factory.mktemp("corpus")
+    return shared_once(tmp_path_factory, "corpus", _build_corpus)
+
+
+def _build_corpus(outdir):
     start = time.monotonic()
     built = toolchains.build_corpus(outdir)
     sys.stderr.write(f"\n[corpus: {len(built)} builds in {time.monotonic() - start:.1f} s "
                      f"under {outdir}]\n")
     return built
+
+
+def shared_once(tmp_path_factory, name, make):
+    """make(directory)'s result, made once per run and shared by the workers of pytest-xdist: the
+    first to come makes it (under a lock) in the run's common temporary directory and keeps it
+    pickled; the others wait, and read it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent        # (each worker's is popen-gwN, below the run's own)
+    with open(base / (name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = base / (name + ".pickle")
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        outdir = base / name
+        outdir.mkdir(exist_ok=True)
+        made = make(outdir)
+        done.write_bytes(pickle.dumps(made))
+        return made
 
 
 # The fast unit tests: those that need no fixture beyond pytest's own (no toolchain root, no

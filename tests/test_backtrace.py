@@ -60,8 +60,8 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-import toolchains
-from toolchains import Fixture, toolchain
+from helpers import toolchains
+from helpers.toolchains import Fixture, toolchain
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:

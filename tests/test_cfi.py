@@ -11,7 +11,7 @@ import struct
 import subprocess
 
 import pytest
-import toolchains as T
+from helpers import toolchains as T
 
 from sframekit.core.dwarf.coverage import DEBUG_FRAME, EH_FRAME, CfiIndex, CfiRange, CfiSection
 from sframekit.core.elf.image import ElfImage

@@ -17,8 +17,8 @@ import sys
 from collections import Counter
 
 import pytest
-import toolchains as T
-from test_cli import REPO
+from helpers import toolchains as T
+from helpers.cli import REPO
 
 from sframekit.core.elf.image import ElfImage
 from sframekit.core.sframe.decode import Section
@@ -249,7 +249,7 @@ def test_verdicts_agree_with_sframe_verify(corpus, tmp_path):
     exactly the stops where some frame's rules are ones `sframe check` reports as disagreeing
     (a CFA or FP range holding the frame's PC, or its return address - 1 for a caller), and at
     no other."""
-    from test_gdb import PLUGIN, run_gdb
+    from helpers.gdb import PLUGIN, run_gdb
     bad, syms, _want, _base, _by_start = seeded(corpus, tmp_path)
     doc = findings(bad)
     ranges = [(f["lo"], f["hi"]) for f in doc["findings"] if f["kind"] == "disagree" and f["what"] in ("CFA", "FP")]

@@ -2,26 +2,16 @@
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-import toolchains
+from helpers import toolchains
+from helpers.cli import REPO, sframe  # noqa: F401
 
 from sframekit.core.elf.image import ElfImage, parse_address
 from sframekit.core.errors import ElfError, NoSFrameError
 from sframekit.core.sframe.decode import Section
 from sframekit.core.sframe.encode import encode
 from sframekit.core.sframe.index import SFrameIndex
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def sframe(*args):
-    """Run the CLI as a user would (a fresh process); returns (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, str(REPO / "scripts" / "sframe"), *map(str, args)], cwd=REPO,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 import struct
 
 import pytest
-from synthetic import ctrl
+from helpers.synthetic import ctrl
 
 from sframekit.core.arch import abi as abimod
 from sframekit.core.errors import SFrameError

@@ -25,8 +25,7 @@ import struct
 from pathlib import Path
 
 import pytest
-import synthetic
-import toolchains
+from helpers import synthetic, toolchains
 
 from sframekit.core.errors import SFrameError
 from sframekit.core.report.dump import dump, dump_file
@@ -802,7 +801,7 @@ def test_malformed_sections_raise_the_decoders_error(name, data, why):
 def test_mutated_sections_raise_exactly_the_decoders_errors():
     """On 5,000 mutated sections: dump raises the decoder's own error whenever the decoder rejects
     the section, and otherwise only for FREs readelf cannot print; never anything else."""
-    import fuzzing
+    from helpers import fuzzing
     rng = random.Random(7)
     seeds = synthetic.sections()
     counts = {"printed": 0, "decoder": 0, "unprintable": 0}

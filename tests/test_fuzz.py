@@ -2,8 +2,7 @@
 
 import random
 
-import fuzzing
-import synthetic
+from helpers import fuzzing, synthetic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

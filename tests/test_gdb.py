@@ -12,48 +12,32 @@ unwinds must give the same CFA ("frame at") and the same caller PC:
     does not.
   * `sframe verify -steps N` through prologues, bodies, epilogues and PLT stubs: no disagreement.
 
-Each GDB session batches many checks; helpers in tests/gdb_frames.py print parseable lines.
+Each GDB session batches many checks; helpers in tests/indebugger/gdb_frames.py print parseable lines.
 """
 
 import os
 import re
 import shutil
-import socket
-import subprocess
-import time
-from collections import namedtuple
 from pathlib import Path
 
 import pytest
-import toolchains as T
-
-REPO = Path(__file__).resolve().parent.parent
-PLUGIN = REPO / "sframe_gdb.py"
-HELPER = REPO / "tests" / "gdb_frames.py"
-
-# Which GDB runs where: (toolchain whose environment runs it, program)
-GDBS = {
-    "gdb13": ("host", "gdb"),
-    "gdb16": ("trixie", "gdb"),        # Debian 13's
-    "gdb18": ("sid", "gdb"),
-    "multiarch": ("sid", "gdb-multiarch"),
-}
-
-# Fixture -> (breakpoint, arguments, functions that must be unwound with SFrame at the stop)
-STOPS = {
-    "frames": ("stop_here", (), ("stop_here", "level3", "level2", "level1", "main")),
-    "recurse": ("stop_here", ("50",), ("stop_here",) + ("descend", "descend_odd") * 25 + ("descend", "main")),
-    "signal": ("stop_here", (), ("stop_here", "in_handler")),      # handler tail-calls in_handler
-    "threads": ("thread_stop_here", (), ("thread_stop_here", "worker_chain", "worker")),
-    "dlopen": ("lib_stop_here", (), ("lib_stop_here", "lib_middle", "main")),     # two tail calls
-    "alloca": ("stop_here", (), ("stop_here", "use_vla", "main")),
-    "realign": ("stop_here", (), ("stop_here", "realigned_drap", "main")),   # V3: a flex FDE
-    "bigframe": ("stop_here", (), ("stop_here", "mid_frame", "main")),
-    "bigfunc": ("stop_here", (), ("stop_here", "big_function", "main")),
-    "shrinkwrap": ("stop_here", (), ("stop_here", "dispatch", "main")),
-}
-
-Fr = namedtuple("Fr", "level pc cfa sf name where")
+from helpers import toolchains as T
+from helpers.cli import lookup_lines
+from helpers.gdb import (  # noqa: F401
+    GDBS,
+    HELPER,
+    PLUGIN,
+    REPO,
+    STOPS,
+    VERIFY_PLAN,
+    Fr,
+    Out,
+    Qemu,
+    free_port,
+    run_gdb,
+    twin_copies,
+    twin_paths,
+)
 
 # Where the SFrame data does not cover the whole stack: gas before 2.46 writes no FDE for a
 # function that realigns its stack through a DRAP register (realigned_drap), so GDB's heuristics
@@ -69,73 +53,6 @@ def expected(fixture, version):
     """(functions SFrame must unwind, does SFrame cover the whole stack up to main)."""
     part = PARTIAL.get((fixture, version))
     return (part, False) if part else (STOPS[fixture][2], True)
-
-
-# -- running GDB -------------------------------------------------------------------------------
-
-class Out(str):
-    """GDB's output, with parsers for the helper's lines."""
-
-    def frames(self, label):
-        out = []
-        for line in self.splitlines():
-            p = line.split()
-            if len(p) >= 8 and p[0] == "FRAME" and p[1] == label:
-                out.append(Fr(int(p[2]), int(p[3], 16), None if p[4] == "-" else int(p[4], 16),
-                              p[5] == "1", p[6], p[7]))
-        assert any(line.startswith("ENDFRAMES %s " % label) for line in self.splitlines()), \
-            "no frames-dump %s in the output:\n%s" % (label, self[-6000:])
-        return out
-
-    def end(self, label):
-        for line in self.splitlines():
-            if line.startswith("ENDFRAMES %s " % label):
-                return line.split(None, 3)[3]
-        raise AssertionError("no ENDFRAMES %s" % label)
-
-    def between(self, a, b=None):
-        """Text between `mark A` and `mark B` (or the end)."""
-        start = self.index("MARK %s\n" % a) + len("MARK %s\n" % a)
-        end = self.index("MARK %s\n" % b, start) if b else len(self)
-        return self[start:end]
-
-
-def run_gdb(gdb, lines, workdir, args=(), timeout=600, cwd=None):
-    """Run a GDB batch script (the helper sourced first) and return its output."""
-    tc, prog = GDBS[gdb]
-    script = Path(workdir) / ("script-%d.gdb" % time.monotonic_ns())
-    head = ["set pagination off", "set confirm off", "set width 0", "set breakpoint pending on", "handle SIGUSR1 nostop noprint pass",
-            "source %s" % HELPER]
-    script.write_text("\n".join(head + list(lines)) + "\n")
-    proc = T.run_in(tc, [prog, "-nx", "-batch", "-x", str(script), *args], cwd=cwd or workdir,
-                    binds=[workdir], timeout=timeout)
-    out = Out(proc.stdout + proc.stderr)
-    out.stderr = proc.stderr          # what GDB wrote to its standard error (also in the text, at the end)
-    return out
-
-
-def twin_copies(build, workdir):
-    """Copies of the program (and its library) with and without .eh_frame, at paths of equal
-    length: WORK/orig/X and WORK/noeh/X.  Returns (orig, noeh)."""
-    work = Path(workdir)
-    for kind, exe, lib in (("orig", build.path, build.lib), ("noeh", build.noeh, build.noeh_lib)):
-        d = work / kind
-        d.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(exe, d / exe.name)
-        if lib is not None:
-            shutil.copy2(lib, d / lib.name)
-    return work / "orig" / build.path.name, work / "noeh" / build.path.name
-
-
-def twin_paths(workdir, name, sources):
-    """Write `sources` (file name -> C text) into workdir; the paths of program `name` built
-    there with its CFI and without, at paths of equal length: (WORK/orig/NAME, WORK/noeh/NAME)."""
-    work = Path(workdir)
-    for file, text in sources.items():
-        (work / file).write_text(text)
-    for kind in ("orig", "noeh"):
-        (work / kind).mkdir()
-    return work / "orig" / name, work / "noeh" / name
 
 
 # -- comparisons --------------------------------------------------------------------------------
@@ -284,51 +201,6 @@ def check_session(out, fixture, version, gdb, heuristics_fail=None, relocated=Fa
     return n
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(port):
-    """Is something listening on TCP port (checked in /proc/net/tcp*, without connecting)?"""
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name) as fh:
-                for line in fh.readlines()[1:]:
-                    p = line.split()
-                    if p[1].endswith(":%04X" % port) and p[3] == "0A":
-                        return True
-        except OSError:
-            pass
-    return False
-
-
-class Qemu:
-    """A cross program under qemu-user in the sid root, waiting for GDB on a port (qemu-user's
-    gdbstub takes one connection: the readiness check must not connect)."""
-
-    def __init__(self, toolchain, exe, args=()):
-        self.port = free_port()
-        # setarch -R: no address randomisation, so two runs of copies at paths of equal length
-        # have the same addresses (qemu-user's guest mappings come from the host's mmap); -seed:
-        # the same stack and pointer guards.
-        argv, env = T.wrap_argv(toolchain, ["setarch", "-R"] + T.qemu_argv(toolchain, exe, args, gdb_port=self.port,
-                                                                             seed=1),
-                                binds=[Path(exe).parent])
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not _listening(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("qemu did not start listening on port %d" % self.port)
-            time.sleep(0.05)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
 # -- the backtrace tests ------------------------------------------------------------------------------
 
 NATIVE_CASES = (
@@ -410,24 +282,6 @@ def test_backtrace_qemu(corpus, tmp_path, toolchain, fixture, variant, heuristic
 
 # -- sframe verify ------------------------------------------------------------------------------------
 
-# (fixture, breakpoint, steps): single-stepping through prologues, bodies, epilogues, calls and
-# returns, PLT stubs (write@plt and the lazy-binding PLT0 after level1 returns to main; puts@plt),
-# a DRAP-realigned and an alloca frame, a dlopen'ed library, signal and thread stacks.
-VERIFY_PLAN = [        # in the order the breakpoints are hit
-    ("frames", "*level1", 30),
-    ("frames", "*'puts@plt'", 8),
-    ("frames", "*level3", 40),
-    ("recurse", "stop_here", 6),
-    ("signal", "stop_here", 6),
-    ("threads", "thread_stop_here", 6),
-    ("dlopen", "lib_stop_here", 25),
-    ("alloca", "*use_alloca", 25),
-    ("realign", "*realigned_drap", 30),
-    ("bigframe", "*huge_frame", 15),
-    ("bigfunc", "stop_here", 8),
-    ("shrinkwrap", "*dispatch", 40),    # through a jump table into a case, and its call
-    ("shrinkwrap", "*early_out", 30),   # the early test, the shrink-wrapped saves, the recursion
-]
 
 _SUMMARY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)
 _REGISTERS = re.compile(r"^sframe verify: callee-saved registers: (\d+) equal, (\d+) not recovered, (\d+) different$",
@@ -678,15 +532,6 @@ def test_core_files(corpus, tmp_path, gdb, toolchain):
 
 # -- commands ---------------------------------------------------------------------------------------------
 
-def cli_lookup(path, addr):
-    """`sframe lookup --registers` (the command-line tool) output lines, to compare with `info sframe`."""
-    proc = subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), str(REPO / "scripts" / "sframe"), "lookup",
-                           "--registers", str(path), addr],
-                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.returncode == 0, proc.stdout
-    return proc.stdout.splitlines()
-
-
 def section_counts(path):
     from sframekit.core.elf.image import ElfImage
     from sframekit.core.sframe.index import SFrameIndex
@@ -757,7 +602,8 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
     # callee-saved registers are), then GDB's CFI and which of GDB's unwinders takes such a frame
     # (mode auto, DWARF CFI present: GDB's own).
     static = out.between("static", "static-end").strip().splitlines()
-    cli = cli_lookup(exe, "stop_here")
+    rc, cli, err = lookup_lines(exe, "stop_here")
+    assert rc == 0 and not err, err
     assert static[:len(cli)] == cli, static
     lo_hi = r"0x%x-0x[0-9a-f]+" % int(re.search(r"^Function: stop_here at (0x[0-9a-f]+)", "\n".join(cli), re.M).group(1), 16)
     assert re.fullmatch(r"DWARF CFI: \.eh_frame FDE at offset 0x[0-9a-f]+ covers " + lo_hi, static[len(cli)]), static

@@ -28,41 +28,17 @@ import time
 from pathlib import Path
 
 import pytest
-import toolchains as T
-from test_cli import REPO
+from helpers import toolchains as T
+from helpers.cli import CLI, REPO, sframe
+from helpers.gdb import live_frames
 
 from sframekit.core.target.live import process_state
 
-CLI = REPO / "scripts" / "sframe"
 LIVE = T.Fixture("live", ("main", "hold", "deep_a", "deep_b", "thread_wait", "thread_chain", "main_hold",
                           "in_handler", "poke", "lib_callback", "spin_a", "spin_b", "busy"), ("hold",),
                  cflags=("-pthread",), ldflags=("-pthread", "-ldl", "-Wl,-rpath,$ORIGIN"), library="libfix")
 TOOLCHAINS = ("host", "trixie", "sid")
 MODES = [("deep", "50"), ("threads", "3"), ("signal",), ("dlopen",), ("qsort",)]
-
-# GDB's frames of every thread, past main and past the entry point, as JSON (frame types by name).
-GDB_SCRIPT = r'''
-import json
-import gdb
-for c in ("set backtrace past-main on", "set backtrace past-entry on", "set backtrace limit 2000"):
-    gdb.execute(c)
-TYPES = {gdb.INLINE_FRAME: "inline", gdb.TAILCALL_FRAME: "tailcall", gdb.SIGTRAMP_FRAME: "sigtramp"}
-out = []
-for t in sorted(gdb.selected_inferior().threads(), key=lambda t: t.ptid[1]):
-    t.switch()
-    frames = []
-    f = gdb.newest_frame()
-    while f is not None:
-        frames.append(dict(pc=int(f.pc()), type=TYPES.get(f.type(), "normal"), name=f.name()))
-        try:
-            f = f.older()
-        except gdb.error:
-            break
-    out.append(dict(lwp=t.ptid[1], frames=frames))
-print("GDBJSON " + json.dumps(out))
-gdb.execute("detach")
-'''
-
 
 @pytest.fixture(scope="module")
 def programs(roots, tmp_path_factory):
@@ -122,31 +98,10 @@ class Program:
             self.proc.wait(timeout=60)
 
 
-def sframe(*args, timeout=600):
-    return subprocess.run([sys.executable, str(CLI), *map(str, args)], text=True, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
 def ours(pid, *extra):
-    p = sframe("backtrace", "-p", pid, "--all-threads", "--json", *extra)
-    assert p.returncode == 0 and p.stderr == "", (p.returncode, p.stderr)
-    return json.loads(p.stdout)
-
-
-def gdb_frames(tc, pid, work):
-    """GDB's frames of the process, by its own system's GDB.  In a root, GDB runs in the program's
-    own mount namespace and root (nsenter): the file paths /proc/PID/maps names are the ones the
-    program sees only there."""
-    script = work / "frames.py"
-    script.write_text(GDB_SCRIPT)
-    argv = [T.toolchain(tc).gdb, "-nx", "-batch", "-p", str(pid), "-x", str(script)]
-    if T.toolchain(tc).root is not None:
-        argv = ["nsenter", "--target", str(pid), "--mount", "--root", "--wd"] + argv
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600,
-                       stdin=subprocess.DEVNULL)
-    m = re.search(r"^GDBJSON (.*)$", p.stdout, re.M)
-    assert m, p.stdout[-3000:] + p.stderr[-3000:]
-    return {t["lwp"]: t for t in json.loads(m.group(1))}
+    code, out, err = sframe("backtrace", "-p", pid, "--all-threads", "--json", *extra)
+    assert code == 0 and err == "", (code, err)
+    return json.loads(out)
 
 
 def compare(doc, ref):
@@ -177,7 +132,7 @@ def test_live_stacks_equal_gdbs(programs, tmp_path, tc):
             doc = ours(prog.pid)
             text = sframe("backtrace", "-p", prog.pid, "--all-threads")
             assert prog.state() == "T"          # still in its own job-control stop
-            ref = gdb_frames(tc, prog.pid, tmp_path)
+            ref = live_frames(tc, prog.pid)
             os.kill(prog.pid, signal.SIGCONT)
             code, out = prog.finish()
         finally:

@@ -2,7 +2,7 @@
 
 LLDB 16 runs on the host, LLDB 21 in the sid root.  Each LLDB runs in batch mode over a command
 file that covers many stops (one process per LLDB and kind of run), and a small probe module
-(PROBE below, imported into the same LLDB) prints LLDB's own frames (PC, CFA, module) and wraps
+(tests/indebugger/lldb_probe.py, imported into the same LLDB) prints LLDB's own frames (PC, CFA, module) and wraps
 each `sframe` command's output between markers, so every test reads exactly one command's output.
 
 What is checked:
@@ -24,22 +24,16 @@ import io
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-import toolchains as tcs
+from helpers import toolchains as tcs
+from helpers.cli import lookup_lines
+from helpers.lldb import HUNG, LLDB16, PLUGIN, PROBE, REPO, SFRAME_FRAME_RE, STOPS, Session, free_ports, run_lldb  # noqa: F401
 
-REPO = tcs.REPO
-PLUGIN = REPO / "lldb_plugin"
-LLDB16 = "lldb-16"
 X86 = ("host", "trixie", "sid")
 VARIANTS = tuple(tcs.VARIANTS)
-STOPS = {"frames": "stop_here", "alloca": "stop_here", "realign": "stop_here", "bigframe": "stop_here",
-         "bigfunc": "stop_here", "signal": "stop_here", "dlopen": "lib_stop_here", "recurse": "stop_here",
-         "threads": "thread_stop_here"}
 FIXTURES = tuple(STOPS)
 # Programs of the roots' toolchains that do not run on the host's older glibc (LLDB 16 runs there):
 # sid's alloca, realign and recurse need GLIBC_2.38 (__isoc23_strtol).
@@ -50,171 +44,7 @@ CROSS_FIXTURES = ("frames", "recurse", "realign", "bigframe", "alloca", "threads
 CROSS = {"aarch64": ("sid-aarch64", CROSS_FIXTURES, ("O2-nofp", "O0-fp", "O2-pac", "O2-pacb")),
          "s390x": ("sid-s390x", CROSS_FIXTURES, ("O2-nofp", "O0-fp"))}
 
-# ---------------------------------------------------------------------------------------------
-# The probe: an LLDB script module the sessions import next to the plugin.
 
-PROBE = r'''
-import lldb
-
-def __lldb_init_module(debugger, internal_dict):
-    debugger.HandleCommand("command script add -o -f %s.probe probe" % __name__)
-
-def _emit(result, tag, out, err):
-    lines = ["@BEGIN " + tag]
-    lines += (out or "").rstrip("\n").split("\n") if out else []
-    lines += ["@ERR " + e for e in (err or "").rstrip("\n").split("\n")] if err else []
-    lines.append("@END " + tag)
-    result.Print("\n".join(lines) + "\n")
-
-def _thread(exe_ctx, which):
-    if which:
-        return exe_ctx.GetProcess().GetThreadByIndexID(int(which))
-    return exe_ctx.GetThread()
-
-def probe(debugger, command, exe_ctx, result, internal_dict):
-    words = command.split(None, 2)
-    op = words[0]
-    if op == "run":                      # probe run TAG COMMAND
-        ret = lldb.SBCommandReturnObject()
-        debugger.GetCommandInterpreter().HandleCommand(words[2], ret)
-        _emit(result, words[1], ret.GetOutput(), ret.GetError())
-    elif op == "frames":                 # probe frames TAG [THREAD]: LLDB's own unwind
-        target = exe_ctx.GetTarget()
-        thread = _thread(exe_ctx, words[2] if len(words) > 2 else None)
-        out = []
-        for f in thread:
-            m = f.GetModule()
-            path = m.GetFileSpec().fullpath if m.IsValid() and m.GetFileSpec().fullpath else "?"
-            base = m.GetObjectFileHeaderAddress().GetLoadAddress(target) if m.IsValid() else lldb.LLDB_INVALID_ADDRESS
-            out.append("F %d %#x %#x %s %#x" % (f.GetFrameID(), f.GetPC(), f.GetCFA(), path, base))
-        _emit(result, words[1], "\n".join(out), None)
-    elif op == "lookups":                # probe lookups TAG: sframe lookup of every frame's PC
-        thread = exe_ctx.GetThread()
-        for f in thread:
-            ret = lldb.SBCommandReturnObject()
-            debugger.GetCommandInterpreter().HandleCommand("sframe lookup %#x" % f.GetPC(), ret)
-            _emit(result, "%s-%d" % (words[1], f.GetFrameID()), ret.GetOutput(), ret.GetError())
-    elif op == "select":                 # probe select THREAD: select it without printing
-        exe_ctx.GetProcess().SetSelectedThreadByIndexID(int(words[1]))
-    elif op == "frame":                  # probe frame N: select frame N of the thread, silently
-        exe_ctx.GetThread().SetSelectedFrame(int(words[1]))
-    elif op == "regs":                   # probe regs TAG NAME,NAME...: LLDB's values of registers per frame
-        names = words[2].split(",")
-        out = []
-        for f in exe_ctx.GetThread():
-            vals = []
-            for name in names:
-                v = f.FindRegister(name)
-                err = lldb.SBError()
-                x = v.GetValueAsUnsigned(err, 0) if v is not None and v.IsValid() else None
-                vals.append("%s=%s" % (name, "?" if x is None or not err.Success() else "%#x" % x))
-            out.append("R %d %#x %s" % (f.GetFrameID(), f.GetPC(), " ".join(vals)))
-        _emit(result, words[1], "\n".join(out), None)
-    elif op == "eval":                   # probe eval TAG EXPR: a Python expression's value
-        _emit(result, words[1], repr(eval(words[2], {"lldb": lldb, "target": exe_ctx.GetTarget()})), None)
-'''
-
-MARK_RE = re.compile(r"^@(BEGIN|END) (\S+)$")
-SFRAME_FRAME_RE = re.compile(r"^  [* ] frame #(\d+): (0x[0-9a-f]+) (\S+)(?: \+ (\d+))?  \[([^\]]+)\]  "
-                             r"CFA (unknown|0x[0-9a-f]+)(?: \(FDE (\d+)\))?$")
-
-
-class Block:
-    def __init__(self, out, err):
-        self.out = out
-        self.err = err
-
-    @property
-    def text(self):
-        return "\n".join(self.out)
-
-
-class Session:
-    """One LLDB batch run: its whole output, and the tagged blocks the probe printed."""
-
-    def __init__(self, name, stdout, stderr, returncode):
-        self.name = name
-        self.stdout = stdout
-        self.stderr = stderr
-        self.returncode = returncode
-        self.blocks = {}
-        cur, out, err = None, [], []
-        for line in stdout.splitlines():
-            m = MARK_RE.match(line)
-            if m and m.group(1) == "BEGIN":
-                cur, out, err = m.group(2), [], []
-            elif m and m.group(1) == "END" and cur == m.group(2):
-                self.blocks[cur] = Block(out, err)
-                cur = None
-            elif cur is not None:
-                (err if line.startswith("@ERR ") else out).append(line[5:] if line.startswith("@ERR ") else line)
-
-    def block(self, tag):
-        assert tag in self.blocks, "%s: no output for %s; LLDB said:\n%s\n%s" % (
-            self.name, tag, self.stdout[-3000:], self.stderr[-2000:])
-        return self.blocks[tag]
-
-    def lldb_frames(self, tag):
-        """LLDB's own frames: [(index, pc, cfa, module path, module base)]."""
-        rows = []
-        for line in self.block(tag).out:
-            if line.startswith("F "):
-                _, i, pc, cfa, path, base = line.split(" ")
-                rows.append((int(i), int(pc, 16), int(cfa, 16), path, int(base, 16)))
-        return rows
-
-    def sframe_bt(self, tag):
-        """`sframe bt`: ([(index, pc, where, how, cfa or None, fde or None)], last line)."""
-        b = self.block(tag)
-        assert not b.err, "%s %s: %s" % (self.name, tag, b.err)
-        rows = []
-        for line in b.out[1:-1]:
-            m = SFRAME_FRAME_RE.match(line)
-            assert m, "%s %s: unexpected line %r" % (self.name, tag, line)
-            cfa = None if m.group(6) == "unknown" else int(m.group(6), 16)
-            rows.append((int(m.group(1)), int(m.group(2), 16), m.group(3), m.group(5), cfa,
-                         None if m.group(7) is None else int(m.group(7))))
-        return rows, b.out[-1]
-
-
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def run_lldb(which, lines, workdir, name, timeout=900, preamble=True):
-    """Run LLDB 16 (host), 19 (trixie root: Debian 13's), 21 (sid root) or 23 (its own root) in
-    batch mode over `lines`; errors do not stop it.  LLDB 23 is killed (with what it runs) after `timeout` seconds: its exit
-    status is then HUNG."""
-    # LLDB crashes now and then (SIGSEGV or abort) in the `target create` or `process launch` that
-    # follows a `target delete`, with or without the plugin (LLDB 23.1: 6 runs of 30 of the
-    # side-file test's commands without it, none of 30 without the deletions; LLDB 19.1 the same
-    # way once in a full run): the targets stay.
-    lines = [line for line in lines if line.strip() != "target delete"]
-    cmdfile = Path(workdir) / ("%s.cmds" % name)
-    head = ["command script import %s" % PLUGIN, "command script import %s" % (Path(workdir) / "sframe_probe.py")]
-    cmdfile.write_text("\n".join((head if preamble else []) + list(lines)) + "\n")
-    argv = [{19: "lldb-19", 21: "lldb", 23: "lldb-23"}.get(which, LLDB16), "-b", "-x", "-o",
-            "command source -e false %s" % cmdfile]
-    if which == 23:
-        proc = tcs.run_in("sid", ["timeout", "-k", "5", str(timeout)] + argv, cwd=workdir, timeout=timeout + 60,
-                          root="lldb23")
-    elif which in (19, 21):
-        proc = tcs.run_in("trixie" if which == 19 else "sid", argv, cwd=workdir, timeout=timeout)
-    else:
-        proc = subprocess.run(argv, cwd=workdir, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout)
-    return Session(name, proc.stdout, proc.stderr, proc.returncode)
-
-
-HUNG = 124        # coreutils timeout's exit status
 
 
 def case_id(b, noeh=False):
@@ -259,7 +89,6 @@ def stop_commands(exe, fixture, tag, args=(), start=None, others=False, lookups=
 def work(tmp_path_factory):
     d = tmp_path_factory.mktemp("lldb")
     assert str(d.resolve()).startswith("/tmp/"), "pytest's temporary directory must be under /tmp (seen in the roots)"
-    (d / "sframe_probe.py").write_text(PROBE)
     return d
 
 
@@ -406,7 +235,7 @@ def cross_session(corpus, work, lldb, qemu_cores):
         # qemu and LLDB in one root session; the qemu still waiting at the end are killed.
         script = work / "cross21.sh"
         cmdfile = work / "cross21.cmds"
-        head = ["command script import %s" % PLUGIN, "command script import %s" % (work / "sframe_probe.py")]
+        head = ["command script import %s" % PLUGIN, "command script import %s" % PROBE]
         cmdfile.write_text("\n".join(head + lines) + "\n")
         script.write_text("\n".join(starts) + "\nsleep 1\n"
                           "lldb -b -x -o 'command source -e false %s'\nstatus=$?\n"
@@ -503,14 +332,6 @@ def check_matches_lldb(ours, stop_line, lldb, what, cfas=True, one_more=False):
     assert not whole or ours[-1][3].split(",")[0] == _last_marker(stop_line), (what, ours[-1], stop_line)
 
 
-def cli_lookup(path, addr):
-    from sframekit.core.cli import main as cli
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main(["lookup", "--registers", str(path), "%#x" % addr])
-    return rc, out.getvalue().splitlines(), err.getvalue()
-
-
 _FUNC_RE = re.compile(r"^(Function: .* at )0x([0-9a-f]+)(, size .*)$")
 _FRE_RE = re.compile(r"^(FRE \d+ of \d+: )0x([0-9a-f]+)\.\.0x([0-9a-f]+)(,.*)$")
 _SECTION_RE = re.compile(r"^Section: (\S+) at 0x([0-9a-f]+)(, .*)$")
@@ -544,7 +365,7 @@ def check_lookup_matches_cli(block, what):
     from sframekit.core.elf.image import ElfImage
     file_sec = ElfImage(path).sframe.address
     bias = int(ms.group(2), 16) - file_sec
-    rc, cli, err = cli_lookup(path, addr - bias)
+    rc, cli, err = lookup_lines(path, addr - bias)
     assert rc == 0, "%s: cli lookup %s %#x: %s" % (what, path, addr - bias, err)
     assert cli[1] == "Section: %s at %#x%s" % (ms.group(1), file_sec, ms.group(3)), what
     end = next((k for k, line in enumerate(lines) if line.startswith("Values in frame #")), len(lines))
@@ -554,7 +375,7 @@ def check_lookup_matches_cli(block, what):
         (line for line in ours if line.startswith("Callee-saved registers")), ""))
     if m:
         k = ours.index(m.group(0))
-        rc, at, err = cli_lookup(path, int(m.group(1), 16) - bias)
+        rc, at, err = lookup_lines(path, int(m.group(1), 16) - bias)
         assert rc == 0, err
         cli = cli[:cli.index("Callee-saved registers:")] + [m.group(0)] + at[at.index("Callee-saved registers:") + 1:]
         assert len(ours) - k == len(cli) - cli.index(m.group(0)), what

@@ -4,7 +4,7 @@ does not register one.
 A frame SFrame unwinds needs its own registers, so a provider must give it as a ScriptedFrame
 with a register context.  LLDB 23.1.4 (the lldb23 root) crashes or hangs as soon as a provider
 gives a ScriptedFrame anywhere below the top of the stack and LLDB asks for the frame after it
-(tests/lldb_provider_repro.py: a provider that changes nothing but frame 1); LLDB 22.1.8 does the
+(tests/indebugger/lldb_provider_repro.py: a provider that changes nothing but frame 1); LLDB 22.1.8 does the
 same (seen by hand: its python3-lldb cannot share a root with 23's).  So on every LLDB the plugin
 says so and does not register a provider: `sframe provider status` gives the reason, `sframe
 provider on` refuses in one line, and `sframe bt` works, LLDB 23 included.  The repro test fails
@@ -14,10 +14,10 @@ the day LLDB takes such a provider: then the provider can be built.
 import re
 
 import pytest
-from test_lldb import HUNG, PLUGIN, run_lldb
+from helpers.lldb import HUNG, PLUGIN, run_lldb
 
 REPO = PLUGIN.parent
-REPRO = REPO / "tests" / "lldb_provider_repro.py"
+REPRO = REPO / "tests" / "indebugger" / "lldb_provider_repro.py"
 
 
 @pytest.mark.parametrize("lldb", (16, 21))

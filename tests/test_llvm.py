@@ -14,7 +14,7 @@
 import re
 
 import pytest
-import toolchains as T
+from helpers import toolchains as T
 from test_objects import FIXTURES, objects, readelf, usable  # noqa: F401  (a fixture)
 
 from sframekit.core.elf.image import ElfImage

@@ -16,8 +16,8 @@ taken those frames in mode `always` (the probe lines, outside the compared text)
 import re
 
 import pytest
-import toolchains as T
-from test_gdb import PLUGIN, STOPS, VERIFY_PLAN, Qemu, run_gdb
+from helpers import toolchains as T
+from helpers.gdb import PLUGIN, STOPS, VERIFY_PLAN, Qemu, run_gdb
 
 # (GDB, toolchain): every toolchain that emits SFrame, under each GDB that can run its programs.
 CASES = [("gdb13", "host"), ("gdb13", "trixie"), ("gdb16", "trixie"), ("gdb18", "sid"), ("gdb18", "trixie"), ("gdb18", "host"),

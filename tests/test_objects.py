@@ -20,8 +20,8 @@ import shutil
 import struct
 
 import pytest
-import toolchains as T
-from test_cli import sframe
+from helpers import toolchains as T
+from helpers.cli import sframe
 from test_dump import assert_v1_matches, rows
 
 from sframekit.core.elf.image import ElfImage
@@ -245,7 +245,7 @@ def test_gdb_reads_an_object_file(objects, tmp_path, gdb):
     """`gdb x.o`: GDB places the sections one after another; `info sframe` finds each function
     where GDB has its symbol (the section read from the file, relocated, not GDB's unrelocated
     view of it)."""
-    from test_gdb import PLUGIN, run_gdb
+    from helpers.gdb import PLUGIN, run_gdb
     paths = _debugger_objects(objects)
     lines = ["source %s" % PLUGIN]
     for i, path in enumerate(paths):
@@ -261,8 +261,7 @@ def test_gdb_reads_an_object_file(objects, tmp_path, gdb):
 
 @pytest.mark.parametrize("lldb", (16, 21))
 def test_lldb_reads_an_object_file(objects, tmp_path, lldb):
-    from test_lldb import PROBE, run_lldb
-    (tmp_path / "sframe_probe.py").write_text(PROBE)
+    from helpers.lldb import run_lldb
     paths = _debugger_objects(objects)
     lines = []
     for i, path in enumerate(paths):

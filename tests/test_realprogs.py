@@ -1,4 +1,4 @@
-"""The save-slot analysis on real programs (tests/realprogs.py: Lua, zstd, SQLite and jsoncpp, a
+"""The save-slot analysis on real programs (tests/helpers/realprogs.py: Lua, zstd, SQLite and jsoncpp, a
 C++ library, from Debian's source packages, built with every toolchain at test time), graded
 against the compiler's DWARF CFI at every instruction by `sframe check --registers`; and GDB with
 the plugin at deep stops in them, against GDB's own DWARF unwinder (`sframe verify`).
@@ -13,8 +13,8 @@ import re
 import shutil
 
 import pytest
-import realprogs as RP
-import toolchains as T
+from helpers import realprogs as RP
+from helpers import toolchains as T
 
 from sframekit.core.checks.registers import Verdict, check_registers, summary_lines
 from sframekit.core.dwarf import writer
@@ -133,7 +133,7 @@ def test_gdb_verify_at_a_deep_stop(roots, tmp_path, gdb, tc, name):
     (natively, or under qemu-user): every frame SFrame unwinds equals GDB's DWARF unwind of it
     (`sframe verify`), every callee-saved register the plugin gives a caller equals DWARF's (none
     different, ever), and it gives at least 99.9 % of those DWARF gives."""
-    from test_gdb import PLUGIN, Qemu, run_gdb
+    from helpers.gdb import PLUGIN, Qemu, run_gdb
     work = RP.PROGRAMS[name].deep
     exe = tmp_path / name
     shutil.copy2(RP.build(tc, name), exe)

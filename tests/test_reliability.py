@@ -18,10 +18,10 @@ import shutil
 import struct
 
 import pytest
-import toolchains as T
-import unwind_fuzzing
-from test_gdb import PLUGIN, STOPS, run_gdb
-from test_lldb import PROBE, run_lldb
+from helpers import toolchains as T
+from helpers import unwind_fuzzing
+from helpers.gdb import PLUGIN, STOPS, run_gdb
+from helpers.lldb import run_lldb
 
 from sframekit.core.elf.image import ElfImage
 from sframekit.core.sframe.decode import Section
@@ -115,7 +115,6 @@ def test_gdb_on_malformed_sections(malformed, tmp_path, gdb):
 @pytest.mark.parametrize("lldb", (16, 21))
 def test_lldb_on_malformed_sections(malformed, tmp_path, lldb):
     paths, offset = malformed
-    (tmp_path / "sframe_probe.py").write_text(PROBE)
     lines = []
     for name, path in sorted(paths.items()):
         lines += ["target create %s" % path, "breakpoint set -n stop_here", "process launch",
@@ -191,7 +190,7 @@ def test_debug_lines_never_split_a_frame_line(corpus, tmp_path, gdb):
     """GDB asks the unwinder for a frame's caller while it prints the frame's arguments, in the
     middle of the frame's line (and while it prints "Breakpoint 1, "): the debug lines are held
     until GDB is between lines.  GDB's stdout and stderr go to one pipe here, as to a terminal."""
-    from test_gdb import GDBS, HELPER
+    from helpers.gdb import GDBS, HELPER
     b = corpus.get("sid" if gdb == "gdb18" else "host", "recurse", "O2-nofp")
     script = tmp_path / "debug.gdb"
     script.write_text("\n".join(["set pagination off", "set width 0", "source %s" % HELPER, "source %s" % PLUGIN,
@@ -283,7 +282,6 @@ def test_lldb_and_cli_on_smashed_stacks(smashed, tmp_path, lldb):
     """LLDB's `sframe bt` and `sframe backtrace CORE` end with a stated stop reason."""
     tc = "host" if lldb == 16 else "sid"
     exe = smashed[tc][1]
-    (tmp_path / "sframe_probe.py").write_text(PROBE)
     lines = []
     for mode in SMASH_MODES:
         lines += ["target create %s" % exe, "breakpoint set -n stop_here", "process launch -- %s" % mode,
@@ -326,7 +324,7 @@ def long_run(gdb, tc, work, stops, loads, timeout=1800):
     """Run the longrun program through `stops` stops and `loads` library loads in GDB with the
     plugin; returns {phase: {figure: value}} from the LONGRUN lines."""
     exe, lib = build_longrun(tc, work)
-    out = run_gdb(gdb, ["source %s" % PLUGIN, "source %s" % (REPO / "tests" / "gdb_longrun.py"),
+    out = run_gdb(gdb, ["source %s" % PLUGIN, "source %s" % (REPO / "tests" / "indebugger" / "gdb_longrun.py"),
                         "file %s" % exe, "break stop_here", "break lib_stop_here",
                         "run %d %d %s" % (stops, loads, lib), "long-run %d %d" % (stops, loads)],
                   work, timeout=timeout)
@@ -375,8 +373,7 @@ def long_run_lldb(lldb, work, stops, loads, timeout=1800):
     """The longrun program in LLDB 16 (host build) or 21 (sid build) with the plugin, through
     `stops` stops and `loads` library loads; returns the figures as long_run does."""
     exe, lib = build_longrun("host" if lldb == 16 else "sid", work)
-    (work / "sframe_probe.py").write_text(PROBE)
-    s = run_lldb(lldb, ["command script import %s" % (REPO / "tests" / "lldb_longrun.py"),
+    s = run_lldb(lldb, ["command script import %s" % (REPO / "tests" / "indebugger" / "lldb_longrun.py"),
                         "target create %s" % exe, "breakpoint set -n stop_here", "breakpoint set -n exe_callback",
                         "process launch -- %d %d %s" % (stops, loads, lib),
                         "long-run %d %d" % (stops, loads)], work, "long%d" % lldb, timeout=timeout)
@@ -387,7 +384,7 @@ def long_run_lldb(lldb, work, stops, loads, timeout=1800):
 @pytest.mark.parametrize("lldb", (16, 21))
 def test_long_session_lldb(roots, tmp_path, lldb):
     """The same long session in LLDB, `sframe bt` at every stop (the loads phase stops in the
-    executable's callback, called from the library: see tests/lldb_longrun.py)."""
+    executable's callback, called from the library: see tests/indebugger/lldb_longrun.py)."""
     figures = long_run_lldb(lldb, tmp_path, LONG_STOPS, LONG_LOADS)
     print("long session lldb %d: %s" % (lldb, figures))
     check_long_run(figures)
@@ -453,7 +450,6 @@ def test_session_rebuild_and_two_targets_lldb(corpus, tmp_path, lldb):
     shutil.copy2(corpus.get(tc, "frames", "O2-nofp").noeh, prog)
     shutil.copy2(corpus.get(tc, "frames", "O2-nofp").noeh, other)
     recurse = corpus.get(tc, "recurse", "O2-nofp").noeh
-    (tmp_path / "sframe_probe.py").write_text(PROBE)
     rebuild = "script import shutil, os; shutil.copy2(%r, %r); os.utime(%r, (2e9, 2e9))" % (
         str(recurse), str(prog), str(prog))
     s = run_lldb(lldb, ["target create %s" % prog, "breakpoint set -n stop_here", "process launch",

@@ -7,7 +7,7 @@
   the analysis agrees with the DWARF CFI the compiler wrote at every instruction objdump lists:
   never a different slot, never "unchanged" for a register DWARF has saved, except where objdump's
   instructions show it stored (or restored) on the straight line to the PC while DWARF lags
-  (tests/objdump_moves.py, which shares no code with the analysis); the unknown places, the FDEs
+  (tests/helpers/objdump_moves.py, which shares no code with the analysis); the unknown places, the FDEs
   DWARF lacks and the instructions not compared are held to a recorded baseline.
 * unwind.walk with callee_saved: recovered values come from the slots, unchanged ones are carried.
 """
@@ -17,7 +17,7 @@ import re
 import subprocess
 
 import pytest
-import toolchains as T
+from helpers import toolchains as T
 
 from sframekit.core.arch import abi as abimod
 from sframekit.core.elf.image import ElfImage
@@ -633,7 +633,7 @@ class _Judge:
     """The verdict on one register at one instruction: 'ok', 'exp' (a frame-pointer-relative slot
     DWARF gives as an expression, checked), 'unknown', or why ours is wrong.  The truth is the
     compiler's DWARF CFI (readelf's rows, pyelftools' expressions) and, where DWARF lags behind the
-    code, objdump's instructions on the straight line to the PC (tests/objdump_moves.py)."""
+    code, objdump's instructions on the straight line to the PC (tests/helpers/objdump_moves.py)."""
 
     def __init__(self, func, exprs, fde_start, regname):
         self.func, self.exprs, self.fde_start, self.regname = func, exprs, fde_start, regname
@@ -713,8 +713,8 @@ def test_agrees_with_dwarf_cfi(corpus, toolchain):
     one restored from DWARF's slot on that straight line and not written since.  The unknown
     places, the FDEs DWARF does not describe and the instructions not compared are counted and
     held to the toolchain's baseline."""
-    import objdump_moves as OM
     from elftools.elf.elffile import ELFFile
+    from helpers import objdump_moves as OM
     tc = T.toolchain(toolchain)
     isa = OM.ISAS[tc.arch]
     counts = {"ok": 0, "exp": 0, "unknown": 0}

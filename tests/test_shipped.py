@@ -30,8 +30,10 @@ import time
 from pathlib import Path
 
 import pytest
-import toolchains as T
-from test_gdb import PLUGIN, Qemu, run_gdb, twin_copies
+from helpers import toolchains as T
+from helpers.cli import sframe
+from helpers.gdb import PLUGIN, Qemu, live_frames, run_gdb, twin_copies
+from helpers.lldb import run_lldb
 
 from sframekit.core.elf import sidefile
 
@@ -316,9 +318,7 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
     before the side file (written then) was attached, `sframe info` says so, and the next session
     is right.  Last, the plugin imported after the target is created (LLDB 16 takes a side file
     added to a module without symbols only when added twice)."""
-    from test_lldb import run_lldb
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
-    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
     work = shipped[toolchain]
     first = ("strip-s", "strip-debug", "g", "strip-s-nopie", "lib-linked", "lib-dlopen", "debuglink")
     second = ("strip-s-nopie", "strip-debug", "strip-s")
@@ -502,11 +502,11 @@ end"""
 
 @pytest.mark.parametrize("gdb,toolchain", CASES, ids=["%s-%s" % c for c in CASES])
 def test_real_program_stripped(roots, tmp_path, gdb, toolchain):
-    """Lua (tests/realprogs.py, built from Debian's source package) cut `strip -s` without
+    """Lua (tests/helpers/realprogs.py, built from Debian's source package) cut `strip -s` without
     `.eh_frame`, stopped deep in its parser: GDB with the plugin gives the frames GDB's DWARF
     unwinder gives on the `strip -s` copy that keeps `.eh_frame`, to `_start` and no further; GDB
     without the plugin, through the side file, too."""
-    import realprogs as RP
+    from helpers import realprogs as RP
 
     from sframekit.core.elf.image import ElfImage
     tc = T.toolchain(toolchain)
@@ -596,7 +596,6 @@ def test_live_process_of_a_stripped_program(shipped, tmp_path, toolchain):
     (it stops itself): the frames GDB's DWARF unwinder gives, attached to the copy that keeps
     `.eh_frame` stopped at the same place (both started without address randomisation, at paths
     of equal length: the same stack), down to `_start` and no further."""
-    from test_live import gdb_frames, sframe
     work = shipped[toolchain] / "strip-s"
     procs = {}
     try:
@@ -618,7 +617,7 @@ def test_live_process_of_a_stripped_program(shipped, tmp_path, toolchain):
         mine = sframe("backtrace", "-p", procs["noeh"][1], "--json")
         assert mine.returncode == 0 and mine.stderr == "", (mine.returncode, mine.stderr)
         doc = json.loads(mine.stdout)["threads"][0]
-        ref = next(iter(gdb_frames(toolchain, procs["ref"][1], tmp_path).values()))
+        ref = next(iter(live_frames(toolchain, procs["ref"][1]).values()))
     finally:
         for proc, pid in procs.values():
             try:

@@ -18,8 +18,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import toolchains as T
-from test_gdb import STOPS, Out, Qemu, run_gdb
+from helpers import toolchains as T
+from helpers.gdb import STOPS, Out, Qemu, run_gdb
+from helpers.lldb import STOPS as LLDB_STOPS
+from helpers.lldb import run_lldb
 
 from sframekit.core.arch import abi as abimod
 from sframekit.core.dwarf import writer
@@ -92,7 +94,7 @@ def _expected(abi, rules, where, names):
 
 @pytest.mark.parametrize("toolchain", TOOLCHAINS)
 def test_cfi_says_what_sframe_says(corpus, tmp_path, monkeypatch, toolchain):
-    import objdump_moves as OM
+    from helpers import objdump_moves as OM
     paths = set()
     for b in corpus.select(toolchain=toolchain):
         paths.add(b.noeh)
@@ -336,7 +338,6 @@ def _blocks(stdout):
 
 
 def _lldb_stop(exe, fixture, tag, extra=()):
-    from test_lldb import STOPS as LLDB_STOPS
     return (["target create %s" % exe, "breakpoint set -n %s" % LLDB_STOPS[fixture], "process launch",
              "script print('@@ %s')" % tag, "thread backtrace all" if fixture == "threads" else "bt"]
             + list(extra) + ["script print('@@ end-%s')" % tag, "process kill", "target delete"])
@@ -348,9 +349,7 @@ def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
     own bt (every thread's) equals its bt of the unstripped program, PC and function, DRAP-realigned
     frames, a dlopen'ed library and _start (once) included; a core file of the stripped program
     too; the unstripped program, whose CFI covers its functions, is left alone."""
-    from test_lldb import run_lldb
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
-    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
     # (LLDB 16 runs on this machine: programs of its toolchain; 19 in the trixie root, 21 and 23 in
     # the sid roots.)
     toolchain = {16: "host", 19: "trixie"}.get(lldb, "sid")
@@ -407,11 +406,9 @@ def test_lldb_side_file_written_by_several_processes(tmp_path, monkeypatch, lldb
     among forked processes (core.parallel): LLDB's own bt through it equals its bt of the
     unstripped program, nothing is printed but LLDB's own, and the file is the one a single
     process writes, byte for byte."""
-    from test_lldb import run_lldb
 
     from sframekit.core import parallel
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
-    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
     (tmp_path / "many.c").write_text(_many_functions_c(12000))
     tc = "host" if lldb == 16 else "sid"
     orig, strp = tmp_path / "orig" / "many", tmp_path / "strp" / "many"
@@ -445,9 +442,7 @@ def test_lldb23_frame_variable_and_finish_with_debug_information(corpus, tmp_pat
     """LLDB 23 takes a side file for a program with debug information too (it carries the
     program's DWARF): `frame variable` in an outer frame and `finish` from frame 0 as with the
     program's own CFI."""
-    from test_lldb import run_lldb
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
-    (tmp_path / "sframe_probe.py").write_text("def __lldb_init_module(debugger, internal_dict):\n    pass\n")
     b = corpus.get("sid", "frames", "O2-nofp")
     lines = []
     for tag, exe in (("orig", b.path), ("noeh", b.noeh)):

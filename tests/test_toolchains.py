@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-import toolchains as tcs
+from helpers import toolchains as tcs
 
 PLAN = tcs.corpus_plan()
 IDS = ["-".join(k) for k in PLAN]
@@ -163,7 +163,7 @@ def test_inroot_status_binds_and_private_mounts(roots, root, tmp_path):
     assert tcs.run_in(root, ["sh", "-c", "exit 7"]).returncode == 7
     # cwd, /tmp and the checkout are at their own paths inside the root.
     (tmp_path / "marker").write_text("here\n")
-    p = tcs.run_in(root, ["sh", "-c", f"pwd; cat marker; test -f {tcs.REPO}/tests/toolchains.py"
+    p = tcs.run_in(root, ["sh", "-c", f"pwd; cat marker; test -f {tcs.REPO}/tests/helpers/toolchains.py"
                           " && test -e /proc/self/maps && test -c /dev/null && test -d /sys/kernel"
                           " && echo ok"], cwd=tmp_path, check=True)
     assert p.stdout.split() == [str(tmp_path), "here", "ok"]

@@ -1,4 +1,4 @@
-"""What the long-session drivers inside GDB (tests/gdb_longrun.py) and LLDB (tests/lldb_longrun.py)
+"""What the long-session drivers inside GDB (tests/indebugger/gdb_longrun.py) and LLDB (tests/indebugger/lldb_longrun.py)
 share: the longrun program's call chains, the debugger's resident memory, and each phase's figures
 with the one LONGRUN line that tests/test_reliability.py parses:
 

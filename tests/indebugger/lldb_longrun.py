@@ -1,5 +1,5 @@
 """Imported into LLDB by tests/test_reliability.py: `long-run STOPS LOADS`, the long session of
-tests/gdb_longrun.py for LLDB: at every stop of the longrun program `sframe bt` must give the
+tests/indebugger/gdb_longrun.py for LLDB: at every stop of the longrun program `sframe bt` must give the
 program's call chain, unwound with SFrame; LLDB's resident memory is sampled after the warm-up
 (the first tenth of each phase) and at every stop.  One line of figures per phase:
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-import toolchains as T
+from . import toolchains as T
 
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*?)\s*$")
 _COMMENT = re.compile(r"\s+(?://|#\s).*$")      # AArch64's "// ...", x86's "# 4040 <sym>" (not "#16")

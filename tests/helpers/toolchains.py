@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 SCRIPTS = REPO / "scripts"
 FIXTURES_DIR = REPO / "tests" / "fixtures"
 INROOT = SCRIPTS / "inroot"

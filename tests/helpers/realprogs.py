@@ -9,11 +9,13 @@ with each toolchain as a user building it for debugging without DWARF CFI would:
 are cached under the cache directory too, keyed by the toolchain's compiler version, the flags and
 the recipe, so a second run (and CI, which reuses the cache) builds nothing anew.
 
-    python3 tests/realprogs.py [TOOLCHAIN ...]     # build them all, print where they are
+    python3 tests/helpers/realprogs.py [TOOLCHAIN ...]     # build them all, print where they are
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import hashlib
 import os
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-import toolchains as T
+from . import toolchains as T
 
 FLAGS = ("-O2", "-fomit-frame-pointer", *T.BASE_CFLAGS)
 
@@ -133,8 +135,22 @@ def _apt_options(state: Path) -> list:
             "-o", "APT::Sandbox::User=root", "-q"]
 
 
+@contextlib.contextmanager
+def _locked(directory: Path):
+    """Hold a lock on a cache directory (two test workers may want the same program at once)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def source_tree(package: str) -> Path:
     """The unpacked upstream tree of a Debian source package (fetched once, then cached)."""
+    with _locked(T.cache_dir() / "sources"):
+        return _source_tree(package)
+
+
+def _source_tree(package: str) -> Path:
     base = T.cache_dir() / "sources"
     done = base / package / ".unpacked"
     if done.exists():
@@ -182,6 +198,11 @@ def compiler_version(tc: T.Toolchain) -> str:
 
 def build(tc_name: str, name: str) -> Path:
     """The program built with the toolchain (cached): its path."""
+    with _locked(T.cache_dir() / "realprogs"):
+        return _build(tc_name, name)
+
+
+def _build(tc_name: str, name: str) -> Path:
     tc = T.toolchain(tc_name)
     prog = PROGRAMS[name]
     tree = prepared(prog)

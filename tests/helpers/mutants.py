@@ -1,7 +1,7 @@
 """Planted faults, to show that the tests catch the regressions they are meant to (issue 31).
 
-    /usr/bin/python3 tests/mutants.py list
-    /usr/bin/python3 tests/mutants.py run NAME [--tests-from REV]
+    /usr/bin/python3 tests/helpers/mutants.py list
+    /usr/bin/python3 tests/helpers/mutants.py run NAME [--tests-from REV]
 
 `run` copies the committed checkout (HEAD) into a temporary work tree, plants the fault (one
 textual change in the code under test), and runs the tests that guard against it there: they must
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 
 # name: (file, text in it, its replacement, tests that must catch it, what the fault is); and in
 # OLD_TESTS, where the tests that let it through before had other names.
