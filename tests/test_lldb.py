@@ -869,7 +869,10 @@ def test_loading_help_and_errors(lldb, corpus, work):
              "probe run nosf sframe dump libc.so.6",
              "probe run infoargs sframe info please",
              "probe run ok sframe bt -c 1",
-             "probe run fp sframe bt --frame-pointer",
+             "probe run fp sframe bt --fp-fallback",
+             "probe run fpold sframe bt --frame-pointer",
+             "probe run all sframe bt -a -c 1",
+             "probe run alland sframe bt -a -t 1",
              "probe run flagvalue sframe bt -f=1",
              "probe run regs sframe lookup $rsp",
              "probe run expr sframe lookup (char *)&level2 + 2",
@@ -879,19 +882,22 @@ def test_loading_help_and_errors(lldb, corpus, work):
     helptext = s.block("help").text
     for sub in ("backtrace", "bt", "dump", "info", "lookup"):
         assert re.search(r"^\s+%s\s+--" % sub, helptext, re.M), helptext
-    assert "-c COUNT" in s.block("help-bt").text
+    help_bt = " ".join(s.block("help-bt").text.split())        # (LLDB 21 and later reflow help text)
+    assert "--count N" in help_bt and "-f, --fp-fallback" in help_bt and "usage: sframe backtrace" in help_bt, help_bt
     expect = {"noproc": "no target", "noproc2": "no stopped process",
               "badaddr": "cannot evaluate 'no_such_symbol_here'", "nocover": "No SFrame information covers",
-              "noargs": "an address is needed", "badopt": "unknown option -x", "badcount": "bad value 'zero' for -c",
-              "badthread": "no thread #99", "extra": "unexpected argument 'now'",
+              "noargs": "an address is needed", "badopt": "unrecognized arguments: -x", "badcount": "not a number above 0: 'zero'",
+              "badthread": "no thread #99", "extra": "unrecognized arguments: now", "alland": "-t N picks one thread: not with -a",
               "badmod": "no loaded module 'libnothing.so'", "nosf": "no SFrame section",
               "infoargs": "takes no arguments", "regs": "No SFrame information covers",
-              "flagvalue": "option -f takes no value"}
+              "flagvalue": "argument -f/--fp-fallback: ignored explicit argument '1'"}
     for tag, text in expect.items():
         blk = s.block(tag)
         assert not blk.out and len(blk.err) == 1, (tag, blk.out, blk.err)
         assert blk.err[0].startswith("error: sframe: ") and text in blk.err[0], (tag, blk.err)
     assert len(s.sframe_bt("ok")[0]) == 1
+    assert s.block("all").out[0].startswith("* thread #1") and len(s.sframe_bt("all")[0]) == 1
+    assert s.block("fpold").out == s.block("fp").out       # (--frame-pointer: the old spelling)
     fp, last = s.sframe_bt("fp")           # through libc by frame pointer: wherever that leads
     assert [r[2].split("`")[1] for r in fp[:5]] == ["stop_here", "level3", "level2", "level1", "main"]
     assert last.startswith("  Backtrace stopped: ")

@@ -7,6 +7,10 @@ from typing import List, Optional
 
 from .. import __version__
 from ..errors import ElfError, ProcessError, SFrameError
+from . import options as O
+from .options import UsageError
+
+DEFAULT_FRAMES = 100000
 
 
 def _image(path):
@@ -49,8 +53,10 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 def cmd_backtrace(args: argparse.Namespace) -> int:
     from .backtrace import backtrace_core, backtrace_process
-    common = dict(all_threads=args.all_threads, out=sys.stdout, limit=args.limit, fp_fallback=args.fp_fallback,
-                  registers=args.registers, cfi=args.eh_frame, as_json=args.json)
+    if args.thread is not None and args.all_threads:
+        raise UsageError("-t N picks one thread: not with -a")
+    common = dict(all_threads=args.all_threads, thread=args.thread, out=sys.stdout, limit=args.count,
+                  fp_fallback=args.fp_fallback, registers=args.registers, cfi=args.eh_frame, as_json=args.json)
     if args.pid is not None:
         if args.core is not None or args.exe or args.sysroot:
             raise UsageError("-p PID reads a running process: give no core file, --exe or --sysroot with it")
@@ -58,10 +64,6 @@ def cmd_backtrace(args: argparse.Namespace) -> int:
     if args.core is None:
         raise UsageError("give a core file, or -p PID for a running process")
     return backtrace_core(args.core, exe=args.exe, sysroot=args.sysroot, **common)
-
-
-class UsageError(Exception):
-    """A command line that cannot be carried out as given (exit status 2, as argparse's own)."""
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -80,21 +82,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         json.dump(report.as_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif isinstance(report, registers.RegisterReport):
-        listed = report.wrong if args.max is None else report.wrong[:args.max]
+        listed = report.wrong if args.show is None else report.wrong[:args.show]
         for w in listed:
             print(w)
         if len(listed) < len(report.wrong):
-            print("(more wrong places not shown: --max %d)" % args.max)
+            print("(more wrong places not shown: --show %d)" % args.show)
         print("\n".join(registers.summary_lines(report, top=args.top)))
     else:
         shown = 0
         for f in report.findings:
-            if args.max is not None and f.kind == against_cfi.DISAGREE and shown >= args.max:
+            if args.show is not None and f.kind == against_cfi.DISAGREE and shown >= args.show:
                 continue
             shown += f.kind == against_cfi.DISAGREE
             print(f)
-        if args.max is not None and shown < sum(f.kind == against_cfi.DISAGREE for f in report.findings):
-            print("(more disagreements not shown: --max %d)" % args.max)
+        if args.show is not None and shown < sum(f.kind == against_cfi.DISAGREE for f in report.findings):
+            print("(more disagreements not shown: --show %d)" % args.show)
         print("\n".join(against_cfi.summary_lines(report)))
     failed = report.wrong if isinstance(report, registers.RegisterReport) else against_cfi.failed(report)
     return 1 if failed else 0
@@ -162,8 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     lk = sub.add_parser("lookup", help="show the FDE, FRE and recovery rules covering an address")
     lk.add_argument("file")
     lk.add_argument("addr", help="hex (0x...), decimal, or symbol[+offset]")
-    lk.add_argument("--registers", "-r", action="store_true",
-                    help="also where the callee-saved registers are (from the function's code)")
+    O.add_registers(lk, "also where the callee-saved registers are (from the function's code)")
     lk.set_defaults(func=cmd_lookup)
     bt = sub.add_parser("backtrace", aliases=["bt"], help="unwind the threads of an ELF core file or of a running "
                         "process with SFrame",
@@ -175,17 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("-p", "--pid", type=int, help="a running process instead of a core file")
     bt.add_argument("--exe", help="the executable, if the core's file list does not lead to it")
     bt.add_argument("--sysroot", help="prefix for the paths of mapped files")
-    bt.add_argument("--all-threads", action="store_true", help="every thread, not only the first")
-    bt.add_argument("--fp-fallback", action="store_true",
-                    help="continue by the frame-pointer chain through code without SFrame")
-    bt.add_argument("--max", "--limit", dest="limit", type=int, default=100000, metavar="N",
-                    help="at most N frames per thread")
-    bt.add_argument("--eh-frame", action=argparse.BooleanOptionalAction, default=True,
-                    help="where no SFrame covers a PC, unwind by the module's DWARF CFI, marked [DWARF CFI] "
-                    "(default: on; --no-eh-frame stops there, to see SFrame's coverage alone)")
-    bt.add_argument("--json", action="store_true", help="one JSON document instead of text")
-    bt.add_argument("--registers", "-r", action="store_true",
-                    help="print each frame's callee-saved registers (callers: those the function's code proves)")
+    O.add_threads(bt, "as the backtrace numbers them; default: the first")
+    O.add_fp_fallback(bt)
+    O.add_count(bt, default=DEFAULT_FRAMES, what="frames per thread", old=("--max", "--limit"))
+    O.add_eh_frame(bt)
+    O.add_json(bt)
+    O.add_registers(bt, "print each frame's callee-saved registers (callers: those the function's code proves)")
     bt.set_defaults(func=cmd_backtrace)
     ck = sub.add_parser("check", help="compare the SFrame section with the file's DWARF CFI at every address",
                         description="Compare what the SFrame section and the DWARF CFI (.eh_frame, .debug_frame) "
@@ -193,11 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "pointer; and which functions each covers.  Exit status: 0 when everything comparable "
                         "agrees, 1 on a disagreement, 2 on a usage or file error.")
     ck.add_argument("file")
-    ck.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    O.add_json(ck)
     ck.add_argument("--function", metavar="NAME", help="only this function (as the findings name it)")
-    ck.add_argument("--max", type=int, metavar="N", help="print at most N disagreements (all are counted)")
-    ck.add_argument("--registers", "-r", action="store_true",
-                    help="grade the callee-saved registers the function's code proves (what the unwinders show) "
+    ck.add_argument("--show", dest="show", type=O.not_negative, metavar="N",
+                    help="print at most N disagreements (all are counted)")
+    ck.add_argument("--max", dest="show", type=O.not_negative, help=argparse.SUPPRESS)    # (the old spelling)
+    O.add_registers(ck, "grade the callee-saved registers the function's code proves (what the unwinders show) "
                     "against the CFI at every instruction: proved, unknown (with why), wrong; exit 1 on a wrong one")
     ck.add_argument("--top", type=int, default=10, metavar="N",
                     help="with --registers: list the N functions with most unknown places (default 10)")

@@ -71,22 +71,27 @@ def _header(session: Session, what: str, fp_fallback: bool) -> str:
 
 def print_backtraces(session: Session, what: str, out: TextIO, all_threads: bool = False,
                      limit: int = DEFAULT_DEPTH_LIMIT, fp_fallback: bool = False, registers: bool = False,
-                     as_json: bool = False, err: Optional[TextIO] = None) -> None:
-    """Every thread's backtrace (or the first thread's), as text or as one JSON document (which
-    holds the warnings; as text they go to `err`, standard error by default)."""
-    threads = session.target.threads if all_threads else session.target.threads[:1]
+                     as_json: bool = False, err: Optional[TextIO] = None, thread: Optional[int] = None) -> None:
+    """Every thread's backtrace (or the first thread's, or thread number `thread`'s, counting from
+    1), as text or as one JSON document (which holds the warnings; as text they go to `err`,
+    standard error by default)."""
+    numbered = list(enumerate(session.target.threads, 1))
+    if thread is not None:
+        threads = numbered[thread - 1:thread]
+    else:
+        threads = numbered if all_threads else numbered[:1]
     doc: dict = {"target": what, "abi": session.abi.name, "threads": [], "warnings": list(session.target.warnings),
                  "modules_with_sframe": [str(m.key) for m in session.modules.with_sframe()], "cfi": session.cfi}
     if not as_json:
         out.write(_header(session, what, fp_fallback) + "\n")
         for w in session.target.warnings:
             (err or sys.stderr).write("warning: %s\n" % w)
-    for n, t in enumerate(threads):
+    for n, t in threads:
         rows, stop = frame_rows(session.walk(t, limit=limit, fp_fallback=fp_fallback, callee_saved=registers))
         if as_json:
             doc["threads"].append(_thread_doc(session, t, rows, stop, registers))
             continue
-        out.write("\nThread %d (LWP %d)%s:\n" % (n + 1, t.tid, ", %s" % signame(t.signal) if t.signal else ""))
+        out.write("\nThread %d (LWP %d)%s:\n" % (n, t.tid, ", %s" % signame(t.signal) if t.signal else ""))
         for row in rows:
             out.write(format_frame(session, row, stop) + "\n")
             if registers:

@@ -1,5 +1,6 @@
 """`sframe backtrace` (`sframe bt`): a thread unwound with SFrame by the plugin itself."""
 
+from ...core.cli import options as O
 from ...core.report.frames import frame_line, registers_line, stop_line
 from ...core.unwind.modules import finder
 from ...core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, frame_rows, walk
@@ -18,50 +19,49 @@ from ..access import (
     sync,
     where_of,
 )
-from .common import Command, parse_options, positive_count
+from .common import Command, parse
+
+
+def _parser():
+    p = O.CommandParser("sframe backtrace", description="Unwind the selected thread (or thread N, LLDB's index as `thread "
+                        "list` shows it, or every thread) from its selected frame with the SFrame sections of the loaded "
+                        "modules, and with their DWARF CFI where no SFrame covers a PC (the C library), reading "
+                        "registers and memory through LLDB; live processes and core files.  `sframe bt` is the same.")
+    O.add_count(p)
+    O.add_threads(p, "LLDB's index, as `thread list` shows it; default: the selected thread")
+    O.add_fp_fallback(p, old=("--frame-pointer",))
+    O.add_registers(p, "print each frame's callee-saved registers: in callers, those the function's own code proves "
+                    "saved or unchanged (the rest <not saved>)")
+    O.add_eh_frame(p, short=True)
+    return p
 
 
 class BacktraceCommand(Command):
     short = "Backtrace of a thread unwound with SFrame (not with LLDB's unwinder)."
-    long = """Syntax: sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r] [-n]
-        sframe bt ...
-
-Unwinds the selected thread (or thread #THREAD, LLDB's index as `thread list` shows it) from its
-selected frame with the SFrame sections of the loaded modules, and with their DWARF CFI where no
-SFrame covers a PC (the C library), reading registers and memory through LLDB; works on live
-processes and core files.  Each line gives the frame like `bt`, what unwinds it in [brackets]
-(what covers its PC and so found its caller: sframe, DWARF CFI, frame pointer, signal frame; on
-the last frame: outermost, no SFrame or not unwound) and its CFA, with the FDE that gave it.  The
-last line says why the unwind stopped.
-
-  -c COUNT   print at most COUNT frames
-  -t THREAD  unwind thread #THREAD instead of the selected one (from its selected frame)
-  -f         follow the frame-pointer chain through code without SFrame
-  -r         print each frame's callee-saved registers: in callers, those the function's own
-             code proves saved or unchanged (the rest <not saved>)
-  -n         --no-eh-frame: stop where no SFrame covers the PC, instead of going on by the
-             module's DWARF CFI (.eh_frame, .debug_frame; such frames are marked [DWARF CFI]),
-             to see what SFrame alone covers
+    parser = _parser()
+    long = """Each line gives the frame like `bt`, what unwinds it in [brackets] (what covers its PC and so
+found its caller: sframe, DWARF CFI, frame pointer, signal frame; on the last frame: outermost, no
+SFrame or not unwound) and its CFA, with the FDE that gave it.  The last line says why the unwind
+stopped.
 """
-    usage = "sframe backtrace [-c COUNT] [-t THREAD] [-f] [-r] [-n]"
-    spec = {"-c": ("count", positive_count), "--count": ("count", positive_count),
-            "-t": ("thread", positive_count), "--thread": ("thread", positive_count),
-            "-f": ("fp", None), "--frame-pointer": ("fp", None),
-            "-r": ("registers", None), "--registers": ("registers", None),
-            "-n": ("no_cfi", None), "--no-eh-frame": ("no_cfi", None)}
 
     def run(self, debugger, command, exe_ctx):
-        opts, rest = parse_options(command, self.spec, self.usage)
-        if rest:
-            raise UserError("unexpected argument %r (%s)" % (rest[0], self.usage))
+        opts = parse(self.parser, command)
+        if opts.thread is not None and opts.all_threads:
+            raise UserError("-t N picks one thread: not with -a")
         target = self._target(exe_ctx, debugger)
         process = target.GetProcess()
         if not has_state(process):
             raise UserError("no stopped process or core file to unwind (run, attach or target create --core)")
-        if "thread" in opts:
-            thread = process.GetThreadByIndexID(opts["thread"])
+        if opts.all_threads:
+            lines = []
+            for thread in process:
+                lines += self._thread_lines(target, thread, thread.GetSelectedFrame(), opts)
+            return lines
+        if opts.thread is not None:
+            thread = process.GetThreadByIndexID(opts.thread)
             if not thread.IsValid():
-                raise UserError("no thread #%d (thread list shows them)" % opts["thread"])
+                raise UserError("no thread #%d (thread list shows them)" % opts.thread)
             frame = thread.GetSelectedFrame()
         else:
             thread = exe_ctx.GetThread()
@@ -70,14 +70,17 @@ last line says why the unwind stopped.
             frame = exe_ctx.GetFrame() if exe_ctx.GetThread().IsValid() else thread.GetSelectedFrame()
         if not thread.IsValid():
             raise UserError("no thread to unwind")
+        return self._thread_lines(target, thread, frame, opts)
+
+    def _thread_lines(self, target, thread, frame, opts):
         if frame is None or not frame.IsValid():
             frame = thread.GetFrameAtIndex(0)
         sync(target)
         abi = abi_of(target)
         topmost = frame.GetFrameID() == 0
-        count = opts.get("count")
-        items = unwind(target, frame, count + 1 if count else DEFAULT_DEPTH_LIMIT, fp_fallback=bool(opts.get("fp")),
-                       callee_saved=bool(opts.get("registers")), cfi=not opts.get("no_cfi"))
+        count = opts.count
+        items = unwind(target, frame, count + 1 if count else DEFAULT_DEPTH_LIMIT, fp_fallback=opts.fp_fallback,
+                       callee_saved=opts.registers, cfi=opts.eh_frame)
         initial = frame_state(frame, abi, topmost)
         rows, stop = frame_rows(items)
         lines = [self._header(thread, frame, abi)]
@@ -88,7 +91,7 @@ last line says why the unwind stopped.
             fr = row.frame
             lines.append(frame_line(fr.level, row, stop, where_of(target, fr.pc, fr.level > start and not fr.interrupted),
                                     selected=fr.level == selected))
-            if opts.get("registers"):
+            if opts.registers:
                 lines.append(registers_line(abi, fr))
         if count and len(rows) > count:
             lines.append("  (more frames not shown: -c %d)" % count)

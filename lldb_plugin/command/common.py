@@ -1,66 +1,30 @@
 """What the LLDB commands share: the command class LLDB calls (errors as one line through
-result.SetError, never a traceback) and the option parser."""
+result.SetError, never a traceback) and parsing by argparse (core.cli.options)."""
 
 import shlex
 
 import lldb
 
+from ...core.cli.options import UsageError
 from ...core.errors import ElfError, SFrameError
 from ..access import UserError
 
 
-def parse_options(command, spec, usage):
-    """(options, other words) from the raw argument string.
-
-    spec maps each spelling (-c, --count) to (key, converter), converter None for a flag.  Values
-    follow as the next word, or joined: -c5, --count=5.
-    """
+def parse(parser, command):
+    """The command's words parsed by its argparse parser (core.cli.options.CommandParser): a usage
+    error or a quoting error is a UserError (one line)."""
     try:
-        words = shlex.split(command or "")
-    except ValueError as exc:
-        raise UserError("%s (%s)" % (exc, usage)) from None
-    opts, rest = {}, []
-    it = iter(words)
-    for w in it:
-        if w == "--":
-            rest.extend(it)
-            break
-        if not w.startswith("-") or w == "-":
-            rest.append(w)
-            continue
-        if w.startswith("--"):
-            name, eq, joined = w.partition("=")
-        else:
-            name, joined = w[:2], w[2:]
-            eq = "=" if joined else ""
-        if name not in spec:
-            raise UserError("unknown option %s (%s)" % (w, usage))
-        key, conv = spec[name]
-        if conv is None:
-            if eq:
-                raise UserError("option %s takes no value (%s)" % (name, usage))
-            opts[key] = True
-            continue
-        val = joined if eq else next(it, None)
-        if val is None:
-            raise UserError("option %s needs a value (%s)" % (name, usage))
-        try:
-            opts[key] = conv(val)
-        except ValueError:
-            raise UserError("bad value %r for %s (%s)" % (val, name, usage)) from None
-    return opts, rest
-
-
-def positive_count(text):
-    n = int(text, 0)
-    if n <= 0:
-        raise ValueError(text)
-    return n
+        return parser.parse_args(shlex.split(command or ""))
+    except ValueError as exc:              # (shlex: an unclosed quote)
+        raise UserError("%s (usage: %s)" % (exc, parser.format_usage().strip()[len("usage: "):])) from None
+    except UsageError as exc:
+        raise UserError(str(exc)) from None
 
 
 class Command:
     short = ""
     long = ""
+    parser = None        # a CommandParser: its help is the long help's head
 
     def __init__(self, debugger, internal_dict):
         """LLDB's signature for command classes; each call gets its debugger through exe_ctx."""
@@ -69,7 +33,9 @@ class Command:
         return self.short
 
     def get_long_help(self):
-        return self.long
+        if self.parser is None:
+            return self.long
+        return self.parser.format_help() + ("\n" + self.long if self.long else "")
 
     def __call__(self, debugger, command, exe_ctx, result):
         try:
