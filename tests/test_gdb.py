@@ -576,6 +576,8 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
         "try-cmd info sframe",
         "try-cmd sframe verify -steps many",
         "try-cmd sframe verify -bogus",
+        "mark names", "sframe verify -count 2", "sframe verify -frames 1",
+        "set sframe callee-saved off", "show sframe registers", "set sframe registers on", "show sframe callee-saved",
         "mark settings", "show sframe", "show debug sframe",
         "dwarf-unwinders off",
         "set sframe off", "show sframe", "frames-dump off",
@@ -652,8 +654,13 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
     assert re.match(r"TRY-ERROR: No SFrame information covers 0x[0-9a-f]+: no FDE of %s's \.sframe contains it\.$"
                     % re.escape(str(exe)), errors[4]), errors
     assert errors[5] == "TRY-OK", errors
-    assert errors[6] == "TRY-ERROR: sframe verify: -steps needs a non-negative number, not 'many'", errors
-    assert errors[7].startswith("TRY-ERROR: sframe verify: unknown argument '-bogus'"), errors
+    assert errors[6].startswith("TRY-ERROR: sframe verify: argument -steps: not a number of 0 or more: 'many'"), errors
+    assert errors[7].startswith("TRY-ERROR: sframe verify: unrecognized arguments: -bogus"), errors
+
+    names = out.between("names", "settings")      # the one vocabulary, and the old names still taken
+    assert re.findall(r"^sframe verify: (\d+) frames checked at 1 stops", names, re.M) == ["2", "1"], names
+    assert names.count("Recovery of callee-saved registers in SFrame frames is off.") == 1, names
+    assert names.count("Recovery of callee-saved registers in SFrame frames is on.") == 1, names
 
     settings = out.between("settings", "debug")
     assert settings.count("SFrame unwinding is on.") == 2 and "SFrame unwinding is off." in settings

@@ -3,7 +3,7 @@
 (verify); common holds what they share."""
 
 from .info import InfoSFrame
-from .settings import CalleeSavedParameter, DebugSFrameParameter, SetSFrame, SFrameModeParameter, ShowSFrame
+from .settings import DebugSFrameParameter, SetSFrame, SFrameModeParameter, ShowSFrame, registers_parameters
 from .verify import SFramePrefix, SFrameVerify
 
 _REGISTERED = []
@@ -34,7 +34,7 @@ def register(plugin):
         SetSFrame(plugin),
         ShowSFrame(plugin),
         SFrameModeParameter(plugin),
-        CalleeSavedParameter(plugin),
+        *registers_parameters(plugin),
         DebugSFrameParameter(plugin),
         _flushing(InfoSFrame(plugin), plugin),
         SFramePrefix(),

@@ -101,7 +101,7 @@ def _sync_mode_parameter(plugin):
         obj.value = plugin.mode.value
 
 
-class CalleeSavedParameter(gdb.Parameter):
+class RegistersParameter(gdb.Parameter):
     """Whether the SFrame unwinder recovers the caller's callee-saved registers.
 
 SFrame describes only the CFA, the return address and the frame pointer.  With this on (the
@@ -113,20 +113,42 @@ where each register is."""
     set_doc = "Set whether SFrame frames recover the caller's callee-saved registers."
     show_doc = "Show whether SFrame frames recover the caller's callee-saved registers."
 
+    name = "sframe registers"
+
     def __init__(self, plugin):
-        super().__init__("sframe callee-saved", gdb.COMMAND_STACK, gdb.PARAM_BOOLEAN)
+        super().__init__(self.name, gdb.COMMAND_STACK, gdb.PARAM_BOOLEAN)
         self.plugin = plugin
         self.value = plugin.callee_saved
 
     def get_set_string(self):
         from .common import flush_frames
         self.plugin.callee_saved = bool(self.value)
+        for other in _REGISTERS_PARAMETERS:
+            other.value = self.plugin.callee_saved     # (both names show the one setting)
         self.plugin.unwinder.reset()      # nothing prepared with the old setting is given
         flush_frames()
         return ""
 
     def get_show_string(self, svalue):
         return "Recovery of callee-saved registers in SFrame frames is %s." % svalue
+
+
+class CalleeSavedParameter(RegistersParameter):
+    """The old name of `set sframe registers`: whether the SFrame unwinder recovers the caller's
+callee-saved registers (see `help set sframe registers`)."""
+
+    name = "sframe callee-saved"
+    set_doc = "Set whether SFrame frames recover the caller's callee-saved registers (old name of sframe registers)."
+    show_doc = "Show whether SFrame frames recover the caller's callee-saved registers."
+
+
+_REGISTERS_PARAMETERS = []      # both names' parameters (Plugin registers them once)
+
+
+def registers_parameters(plugin):
+    """`set sframe registers` and its old name `set sframe callee-saved`, kept in step."""
+    _REGISTERS_PARAMETERS[:] = [RegistersParameter(plugin), CalleeSavedParameter(plugin)]
+    return list(_REGISTERS_PARAMETERS)
 
 
 class DebugSFrameParameter(gdb.Parameter):

@@ -1,5 +1,6 @@
 """The `sframe` prefix command and `sframe verify`: SFrame against GDB's DWARF unwinder."""
 
+import argparse
 import re
 
 import gdb
@@ -52,16 +53,31 @@ def _suppress_notifications(on):
         return None
 
 
+def _parser():
+    from ...core.cli import options as O
+    p = O.CommandParser("sframe verify")
+    p.add_argument("-steps", dest="steps", type=O.not_negative, default=0, metavar="N",
+                   help="also step N instructions (stepi), checking at every stop")
+    p.add_argument("-count", dest="count", type=O.not_negative, default=256, metavar="N",
+                   help="check at most N frames per stop (default 256)")
+    p.add_argument("-frames", dest="count", type=O.not_negative, help=argparse.SUPPRESS)   # (the old spelling)
+    return p
+
+
+_PARSER = _parser()
+
+
 class SFrameVerify(gdb.Command):
     """Check SFrame unwinding against GDB's DWARF unwinder.
 
-Usage: sframe verify [-steps N] [-frames N]
+Usage: sframe verify [-steps N] [-count N]
 
 For each frame of the current stack, compare the PC and CFA that SFrame gives with those of GDB's
 own DWARF unwinder (SFrame off, DWARF on, then both put back as they were), and in each caller of
 a frame unwound with SFrame the callee-saved registers (those DWARF knows: equal, not recovered
 or different; a different value is a disagreement).  With -steps N, also step N instructions
-(stepi), checking at every stop.  -frames N limits the frames checked per stop (default 256).
+(stepi), checking at every stop.  -count N limits the frames checked per stop (default 256;
+-frames N, its old name, is taken too).
 Frames SFrame covers that the unwinder declined (a stop reason, an unusable section, an internal
 error) cannot be checked: each is listed as "not checked" with the reason.  The tail-call frames
 GDB makes from DWARF call-site information are left out of both walks (no unwind data, SFrame
@@ -125,27 +141,12 @@ disagreement and three summary lines:
 
     @staticmethod
     def _parse(arg):
-        argv = gdb.string_to_argv(arg)
-        steps, max_frames = 0, 256
-        i = 0
-        while i < len(argv):
-            opt = argv[i]
-            if opt in ("-steps", "-frames") and i + 1 < len(argv):
-                try:
-                    n = int(argv[i + 1], 0)
-                except ValueError:
-                    n = -1
-                if n < 0:
-                    raise gdb.GdbError("sframe verify: %s needs a non-negative number, not %r" % (opt, argv[i + 1]))
-                if opt == "-steps":
-                    steps = n
-                else:
-                    max_frames = n
-                i += 2
-            else:
-                raise gdb.GdbError("sframe verify: unknown argument %r (usage: sframe verify [-steps N] [-frames N])"
-                                   % opt)
-        return steps, max_frames
+        from ...core.cli import options as O
+        try:
+            opts = _PARSER.parse_args(gdb.string_to_argv(arg))
+        except O.UsageError as exc:
+            raise gdb.GdbError("sframe verify: %s" % exc) from None
+        return opts.steps, opts.count
 
     def _walk(self, max_frames, ours):
         from ...core.checks import against_debugger as verifymod
