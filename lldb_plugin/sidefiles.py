@@ -28,13 +28,14 @@ import lldb
 
 from ..core.elf import sidecache
 from ..core.elf.debugfile import separate_debug_file
+from ..core.report.status import SideFileState, SideFileStatus
 from ..core.unwind.modules import ModuleSet
 from ..core.unwind.tracker import file_identity
 from .access import has_state, sync
 
 # (target, module path) -> what happened, for `sframe info`; targets are told apart by their
 # executable and the process (or core) they hold.
-_STATUS = {}
+_STATUS = {}          # (target key, module path) -> SideFileStatus
 HOOK_CLASS = "StopHook"
 
 
@@ -52,7 +53,7 @@ def _target_key(target):
 def status(target):
     """{module path: what happened to its side file} for a target."""
     key = _target_key(target)
-    return {path: text for (t, path), text in _STATUS.items() if t == key}
+    return {path: st.text() for (t, path), st in _STATUS.items() if t == key}
 
 
 def _run(debugger, command, target=None):
@@ -140,7 +141,7 @@ _CHECKED = {}          # (executable, module path, side file) -> the verdict of 
 
 
 def _check(debugger, target, path, symfile):
-    """`attached (FILE)` where LLDB unwinds the module through its side file, else why not; None
+    """The SideFileStatus: attached where LLDB unwinds the module through its side file, else why not; None
     while there is no process to ask (the next stop asks again).  Asked once per module and side
     file: a process launched again keeps its modules, and their unwind plans."""
     process = target.GetProcess()
@@ -159,18 +160,22 @@ def _check(debugger, target, path, symfile):
 
 def _verdict(debugger, target, path, symfile, addr):
     if addr is None:
-        return "attached (%s)" % symfile
+        return SideFileStatus(SideFileState.ATTACHED, symfile)
     plan = _plan_at(debugger, target, addr)
     if plan is not None and "DWARF CFI" not in plan:
-        return ("not attached: LLDB does not unwind with it (its unwind plan at %#x is '%s'); sframe bt unwinds "
-                "the module" % (addr, plan))
+        return _not_attached("LLDB does not unwind with it (its unwind plan at %#x is '%s'); sframe bt unwinds "
+                             "the module" % (addr, plan))
     wrong = _wrong_frame(target, path)
     if wrong is not None:
-        return ("attached (%s), but LLDB %d worked out how to unwind %s before it was there and keeps that for "
-                "the session: its own bt goes wrong at frame #%d of thread #%d; right in the next session, which "
-                "finds the side file as it loads the module (sframe bt unwinds it now)"
-                % (symfile, lldb_major(), os.path.basename(path), wrong[1], wrong[0]))
-    return "attached (%s)" % symfile
+        return SideFileStatus(SideFileState.LATE, symfile, (
+            "LLDB %d worked out how to unwind %s before it was there and keeps that for the session: its own bt goes "
+            "wrong at frame #%d of thread #%d; right in the next session, which finds the side file as it loads the "
+            "module (sframe bt unwinds it now)" % (lldb_major(), os.path.basename(path), wrong[1], wrong[0])))
+    return SideFileStatus(SideFileState.ATTACHED, symfile)
+
+
+def _not_attached(why):
+    return SideFileStatus(SideFileState.NOT_ATTACHED, why=why)
 
 
 def _wrong_frame(target, path, depth=64):
@@ -255,7 +260,7 @@ def _attach_one(debugger, target, module, major, report):
     if not usable:
         return None                        # (no usable SFrame: `sframe info` lists those modules already)
     if first is None:
-        return "not attached: %s" % sidecache.COVERED
+        return _not_attached(sidecache.COVERED)
     symfile = module.GetSymbolFileSpec().fullpath
     cache = os.path.realpath(sidecache.cache_dir())
     ours = bool(symfile) and os.path.realpath(symfile).startswith(cache + os.sep)
@@ -270,12 +275,12 @@ def _attach_one(debugger, target, module, major, report):
         if ours:
             # (a side file without the debug information LLDB would otherwise have: its own back)
             _run(debugger, "target symbols add %s" % shlex.quote(own), target)
-        return ("not attached: LLDB %d drops a module's load addresses when a side file replaces symbols "
+        return _not_attached("LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
     made = sidecache.side_file(path, debug_file=own)
     if made.path is None:
         # (no SFrame, or an unusable section: `sframe info` lists those modules already)
-        return "not attached: %s" % made.why if made.sframe else None
+        return _not_attached(made.why) if made.sframe else None
     if made.redone:
         report("sframe: wrote %s again: the cached one was bad (%s)" % (made.path, made.redone))
     elif made.written:
@@ -286,11 +291,8 @@ def _attach_one(debugger, target, module, major, report):
             _drop_unloaded_twins(target, module)
         error = _add(debugger, target, made.path)
         if error is not None:
-            return "not attached: target symbols add: %s" % error
-    return _check(debugger, target, path, made.path) or _PENDING + " (%s)" % made.path
-
-
-_PENDING = "attached, not checked yet: no process"
+            return _not_attached("target symbols add: %s" % error)
+    return _check(debugger, target, path, made.path) or SideFileStatus(SideFileState.PENDING, made.path, "no process")
 
 
 def attach(debugger, target, report=None):
@@ -306,15 +308,15 @@ def attach(debugger, target, report=None):
         old = _STATUS.get((key, path))
         try:
             if old is None:
-                text = _attach_one(debugger, target, module, major, report or (lambda line: None))
-            elif old.startswith(_PENDING):
-                text = _check(debugger, target, path, old[len(_PENDING) + 2:-1]) or old
+                st = _attach_one(debugger, target, module, major, report or (lambda line: None))
+            elif old.state is SideFileState.PENDING:
+                st = _check(debugger, target, path, old.path) or old
             else:
                 continue
         except Exception as exc:           # never a traceback at a stop
-            text = "not attached: internal error: %s: %s" % (type(exc).__name__, exc)
-        if text is not None:
-            _STATUS[(key, path)] = text
+            st = _not_attached("internal error: %s: %s" % (type(exc).__name__, exc))
+        if st is not None:
+            _STATUS[(key, path)] = st
 
 
 class StopHook:

@@ -242,6 +242,8 @@ class Tracker:
         if where is None:
             self.log("%s: GDB lists no .sframe section for it; assuming load bias 0" % module.path)
             return 0
+        if module.image is None:      # (read through GDB, at its runtime address: the file tells the bias)
+            return self._file_bias(module, SFRAME)
         return where[0] - module.image.sframe.address
 
     def current(self):

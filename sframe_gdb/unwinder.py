@@ -20,6 +20,7 @@ import gdb
 import gdb.unwinder
 
 from ..core.sframe.format import MASK64
+from ..core.unwind import policy
 from ..core.unwind.policy import Mode, choose
 from . import arch as archmod
 from . import dwarf_unwinders
@@ -125,29 +126,32 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
     frames, prologue analysis).  GDB asks about each level once per unwind, innermost first,
     beginning at 0 or, where its inline-frame unwinder takes the top frames, at a later level.  It
     never says when an unwind begins or ends: a level at or below the last one asked (`_seen`)
-    begins a new one, and so do a new stop, a register or memory write, `set` of our settings,
-    and frames of another thread or inferior (the hooks in plugin.py call reset() and friends).
+    begins a new one, and so do a new stop, a register write, `set` of our settings, and frames
+    of another thread or inferior (the hooks in plugin.py call reset() and friends); a memory
+    write only drops what was unwound ahead (memory_changed).
 
     The state:
       * per unwind, `_u` (an _Unwind, replaced whole by _new_unwind): what was taken, declined,
         given, unwound ahead and prepared;
-      * `_seen`, the last level GDB asked about (_FRESH: none yet), and `_idle`, `_quick`,
-        `_plain`, decided at each unwind's first call;
+      * `_seen`, the last level GDB asked about (_FRESH: none yet); `_idle` and `_quick`, decided
+        at each unwind's first call (_begin); `_plain`, after every call;
       * per set of objfiles (forget_modules): `_cfi_both`, `_uncovered`, `_sframe_only`, the
         walkers of core.unwind.ahead;
       * per process (`calls`, an InferiorCalls): where GDB called functions.
 
-    Each call goes one of four ways, tried in this order:
-      1. idle (`_idle`): no frame can be ours (mode off, no SFrame loaded, or mode auto with DWARF
-         CFI for every function that has SFrame): declined at once; where hooks wake the unwinder
-         again, it is also disabled, and GDB does not call it at all.
-      2. quick (`_quick`/`_plain`): mode auto with GDB's DWARF unwinders on, nothing given yet in
-         this unwind: a PC that DWARF CFI covers (with PC - 1) or that no SFrame covers, learnt
-         before, is declined after one look-up (in __call__, before anything else).
+    Each call goes one of four ways:
+      1. idle (`_idle`): no frame can be ours (mode off, no SFrame loaded, or mode auto with GDB's
+         DWARF unwinders on and DWARF CFI for every function that has SFrame): declined at once;
+         where hooks wake the unwinder again, it is also disabled, and GDB does not call it.
+      2. quick (`_quick`): mode auto with GDB's DWARF unwinders on, a frame below which this
+         unwinder gave nothing: a PC that DWARF CFI covers (with PC - 1) or that no SFrame
+         covers, learnt before, is declined after one look-up.  While the unwind has given and
+         prepared nothing (`_plain`), __call__ does it before anything else; else _quick_decline.
       3. chained (`_u.next`): GDB asks for the caller of the frame given it at the level below.
          The answer was prepared when the frames above were unwound ahead (core.unwind.ahead, in
-         chunks that grow), so it is given at once; GDB checks nothing, so `verify` checks it is
-         that caller (same PC and SP) where no hook tells of registers replaced.
+         chunks that grow), so it is given at once (the first thing _sniff tries: no idle unwind
+         has one); GDB checks nothing, so `verify` checks it is that caller (same PC and SP)
+         where no hook tells of registers replaced.
       4. first: any other frame: its registers are read from GDB, the policy decides
          (core.unwind.policy.choose), and the core's step() gives its caller.
     Inline frames GDB puts between two of ours shift its levels against the chain (`_u.shift`).
@@ -246,30 +250,28 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         return not self.activity(again=False, explain=False)[0]
 
     def activity(self, again=True, explain=True):
-        """(active?, why) for `info sframe` and for each unwind.  In mode auto the unwinder idles
-        when GDB's DWARF unwinders are on and DWARF CFI covers every function that has SFrame:
-        GDB's DWARF unwinder takes every such frame (an ordinary program with SFrame beside its
-        CFI), and GDB need not call this one (see __call__).  `again`: work out anew which
-        functions only SFrame describes, and ask GDB about its DWARF unwinders.  `explain`
+        """(active?, why) for `info sframe` and for each unwind (core.unwind.policy.activity): in
+        mode auto the unwinder idles when GDB's DWARF unwinders are on and DWARF CFI covers every
+        function that has SFrame, and GDB need not call it (see __call__).  `again`: work out anew
+        which functions only SFrame describes, and ask GDB about its DWARF unwinders.  `explain`
         False: why is None (the per-unwind question formats nothing)."""
         plugin = self.plugin
-        if plugin.mode is Mode.OFF:
-            return False, "set sframe off"
-        if plugin.mode is Mode.ALWAYS:
-            return True, "mode always: SFrame first wherever it covers the PC"
-        ms = plugin.tracker.current()
-        if ms is None:
-            return False, "no loaded objfile has SFrame"
-        if again or self._sframe_only is None:
-            self._sframe_only = ms.sframe_only()
-        if self._sframe_only:
-            return True, explain and "mode auto: SFrame alone describes %s" % ", ".join(
-                "%d function%s of %s" % (n, "" if n == 1 else "s", m.path) for m, n in self._sframe_only) or None
-        if again or not plugin.watched:
-            self._dwarf = None
-        if not self.dwarf_enabled():
-            return True, "mode auto: GDB's DWARF unwinders are off"
-        return False, "mode auto: DWARF CFI covers every function with SFrame, and GDB's DWARF unwinders take them"
+        loaded = []
+
+        def any_sframe():
+            loaded.append(plugin.tracker.current())
+            return loaded[0] is not None
+
+        def sframe_only():
+            if again or self._sframe_only is None:
+                self._sframe_only = loaded[0].sframe_only()
+            return [(m.path, n) for m, n in self._sframe_only]
+
+        def dwarf():
+            if again or not plugin.watched:
+                self._dwarf = None
+            return self.dwarf_enabled()
+        return policy.activity(plugin.mode, any_sframe, sframe_only, dwarf, explain=explain)
 
     def forget_dwarf_state(self, *_):
         """Ask GDB again whether its DWARF unwinders are on (it announces no change of them)."""
@@ -424,7 +426,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 and not self.plugin.debug)
 
     def _sniff(self, pf):
-        """The four ways (see the class docstring), in order; anything raised declines."""
+        """The ways of the class docstring: 3 (prepared), a new unwind's decisions (_begin), 1, 2, then
+        3 (not prepared) or 4 in _unwind; anything raised declines."""
         try:
             level = pf.level()
             u = self._u

@@ -69,6 +69,14 @@ def shared_once(tmp_path_factory, name, make):
         return made
 
 
+@pytest.fixture(scope="session")
+def objects(roots, tmp_path_factory):
+    """{toolchain: [object paths]} (helpers.objects): each fixture compiled with -c, frames.c also
+    with -ffunction-sections, and an `ld -r` of that and libfix.c (-fPIC)."""
+    from helpers.objects import build_objects
+    return build_objects(tmp_path_factory.mktemp("objects"))
+
+
 # The fast unit tests: those that need no fixture beyond pytest's own (no toolchain root, no
 # corpus, no debugger session, no core dump).  `pytest -m unit` runs them alone, without root.
 _UNIT_FIXTURES = {"tmp_path", "tmp_path_factory", "monkeypatch", "capsys", "capfd", "request", "recwarn",

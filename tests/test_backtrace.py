@@ -68,7 +68,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from sframekit.core.cli.backtrace import backtrace_core  # noqa: E402
-from sframekit.core.report.backtrace import SIGNAL_TRAMPOLINE  # noqa: E402
+from sframekit.core.report.frames import SIGNAL_TRAMPOLINE  # noqa: E402
 from sframekit.core.target.session import CoreSession  # noqa: E402
 
 X86 = ("host", "trixie", "sid")

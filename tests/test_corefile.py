@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import toolchains as T
 
 from sframekit.core.elf.image import ElfImage
 from sframekit.core.errors import ElfError
@@ -520,12 +521,7 @@ CROSS = {
 
 
 def _sid_root():
-    if os.environ.get("SFRAME_CACHE"):
-        cache = Path(os.environ["SFRAME_CACHE"])
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        cache = Path(base) / "sframe-gdb"
-    return cache / "roots" / "sid"
+    return T.root_path("sid")
 
 
 def _inroot(cmd, cwd, ok=(0,)):

@@ -19,13 +19,11 @@ What is compared:
 """
 
 import random
-import re
-import shlex
 import struct
-from pathlib import Path
 
 import pytest
 from helpers import synthetic, toolchains
+from helpers.readelf import assert_v1_matches, readelf_many, rows, split_index
 
 from sframekit.core.errors import SFrameError
 from sframekit.core.report.dump import dump, dump_file
@@ -65,49 +63,6 @@ def wrap_elf(data, addr, abi):
              + struct.pack(e + "IIQQQQIIQQ", 9, 3, 0, 0, off_names, len(names), 0, 0, 1, 0))
     body = ehdr + data + names
     return body + bytes(off_sh - len(body)) + shdrs
-
-
-def readelf_many(which, paths, workdir):
-    """[(stdout, stderr, exit status)] of `readelf --sframe` on each path, all in one process of
-    the toolchain's root ("sid": binutils 2.47, "trixie": 2.44, "host": 2.40)."""
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    outs = [workdir / ("r%d" % i) for i in range(len(paths))]
-    script = workdir / "run.sh"
-    script.write_text("".join("readelf --sframe %s >%s.out 2>%s.err; echo $? >%s.rc\n"
-                              % (shlex.quote(str(p)), o, o, o) for p, o in zip(paths, outs)))
-    toolchains.run_in(which, ["sh", str(script)], cwd=workdir,
-                      binds=sorted({str(Path(p).parent) for p in paths}), check=True)
-    return [(Path("%s.out" % o).read_text(), Path("%s.err" % o).read_text(),
-             int(Path("%s.rc" % o).read_text())) for o in outs]
-
-
-def split_index(text):
-    """(header part, 'Function Index' part) of a dump."""
-    head, sep, tail = text.partition("\n  Function Index :\n")
-    assert sep, "no Function Index in:\n" + text
-    return head, tail
-
-
-def assert_v1_matches(ours, theirs):
-    """V1: 2.40's function index must equal ours; its header ours without the fixed-offset lines."""
-    assert theirs.startswith("Contents of the SFrame section"), theirs
-    oh, ot = split_index(ours)
-    th, tt = split_index(theirs)
-    assert ot == tt
-    ours_head = [l for l in oh.split("\n") if not l.startswith("    CFA fixed ")]
-    if oh.count("SFRAME_F_") <= 1:
-        assert ours_head == th.split("\n")
-    else:   # 2.40 prints only one of several flags: compare the rest
-        assert [l for l in ours_head if "SFRAME_F_" not in l] == [l for l in th.split("\n") if "SFRAME_F_" not in l]
-
-
-_ROW_RE = re.compile(r"^    [0-9a-f]{16}  ")
-
-
-def rows(text):
-    """The row lines of a dump."""
-    return [l for l in text.split("\n") if _ROW_RE.match(l)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import re
 
 import pytest
 from helpers import toolchains as T
-from test_objects import FIXTURES, objects, readelf, usable  # noqa: F401  (a fixture)
+from helpers.objects import FIXTURES, usable
+from helpers.readelf import readelf
 
 from sframekit.core.elf.image import ElfImage
 from sframekit.core.report.dump import dump_file

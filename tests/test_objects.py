@@ -22,59 +22,14 @@ import struct
 import pytest
 from helpers import toolchains as T
 from helpers.cli import sframe
-from test_dump import assert_v1_matches, rows
+from helpers.objects import STALE_RELOCATIONS, usable
+from helpers.readelf import assert_v1_matches, readelf, rows
 
 from sframekit.core.elf.image import ElfImage
 from sframekit.core.errors import ElfError
 from sframekit.core.report.dump import dump_file
 from sframekit.core.sframe.decode import Section
 from sframekit.core.sframe.encode import encode
-
-FIXTURES = ("frames", "recurse", "realign", "bigfunc", "signal", "threads")
-CFLAGS = ("-g", "-Wa,--gsframe", "-O2", "-fomit-frame-pointer")
-
-
-# `ld -r` before binutils 2.47 (2.40 on the host: V1; 2.44 in trixie: V2) merges the FDEs of its
-# inputs into one table but leaves the second input's relocations where that input's FDEs were
-# before the merge (past the merged table): such a section cannot be relocated, and saying so is
-# all that is right.  readelf 2.47 applies them anyway, into the FRE data.
-STALE_RELOCATIONS = {"host-ldr.o", "trixie-ldr.o"}
-
-
-def object_names(tc):
-    return ["%s-%s.o" % (tc, fx) for fx in FIXTURES] + ["%s-frames-fs.o" % tc, "%s-ldr.o" % tc]
-
-
-def usable(paths):
-    return [p for p in paths if p.name not in STALE_RELOCATIONS]
-
-
-@pytest.fixture(scope="session")
-def objects(roots, tmp_path_factory):
-    """{toolchain: [object paths]}: each fixture compiled with -c, frames.c also with
-    -ffunction-sections, and an `ld -r` of that and libfix.c (-fPIC)."""
-    work = tmp_path_factory.mktemp("objects")
-    out = {}
-    for name in T.TOOLCHAINS:
-        tc = T.toolchain(name)
-        cmds = [[tc.cc, *CFLAGS, "-c", str(T.FIXTURES_DIR / ("%s.c" % fx)), "-o", "%s-%s.o" % (name, fx)]
-                for fx in FIXTURES]
-        cmds.append([tc.cc, *CFLAGS, "-ffunction-sections", "-c", str(T.FIXTURES_DIR / "frames.c"),
-                     "-o", "%s-frames-fs.o" % name])
-        cmds.append([tc.cc, *CFLAGS, "-fPIC", "-c", str(T.FIXTURES_DIR / "libfix.c"), "-o", "%s-libfix.o" % name])
-        cmds.append([tc.tool("ld"), "-r", "-o", "%s-ldr.o" % name, "%s-frames-fs.o" % name, "%s-libfix.o" % name])
-        T._run_script(tc, cmds, work)
-        out[name] = [work / n for n in object_names(name)]
-    return out
-
-
-def readelf(which, paths):
-    """{path: readelf --sframe text} by the readelf of `which`, in one process."""
-    script = "".join("readelf --sframe %s; echo '@@END'\n" % p for p in paths)
-    text = T.run_in(which, ["sh", "-c", script], binds=[paths[0].parent], check=True).stdout
-    parts = text.split("@@END\n")
-    assert len(parts) == len(paths) + 1
-    return dict(zip(paths, parts))
 
 
 def field_offsets(path):
@@ -280,7 +235,7 @@ def test_check_runs_on_objects(objects):
     """`sframe check` on every object file: the CFI relocated and placed like the SFrame section
     (core.elf.reloc.apply_all); its findings are the executables' (test_check.KNOWN), and the old
     `ld -r` outputs are refused for their stale relocations (exit 2)."""
-    from test_check import KNOWN, findings, run_check
+    from helpers.cli import KNOWN, findings, run_check
     checked = 0
     for tc, paths in sorted(objects.items()):
         for path in paths:

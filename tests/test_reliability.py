@@ -20,7 +20,7 @@ import struct
 import pytest
 from helpers import toolchains as T
 from helpers import unwind_fuzzing
-from helpers.gdb import PLUGIN, STOPS, run_gdb
+from helpers.gdb import PLUGIN, STOPS, gcore, run_gdb
 from helpers.lldb import run_lldb
 
 from sframekit.core.elf.image import ElfImage
@@ -139,8 +139,7 @@ def test_core_backtrace_on_malformed_sections(malformed, tmp_path):
     paths, offset = malformed
     for name, path in sorted(paths.items()):
         core = tmp_path / ("%s.core" % name)
-        T.run_in("sid", ["gdb", "-nx", "-batch", "-ex", "break stop_here", "-ex", "run", "-ex", "gcore %s" % core,
-                         str(path)], cwd=tmp_path, check=True)
+        gcore("sid", path, core, cwd=tmp_path)
         p = T.run_in("host", ["/usr/bin/python3", str(REPO / "scripts" / "sframe"), "backtrace", str(core)],
                      cwd=tmp_path, check=True)
         check_clean(p.stdout + p.stderr)
@@ -160,8 +159,7 @@ def real_cores(corpus, tmp_path_factory):
     for tc, gdb in (("host", "host"), ("trixie", "sid"), ("sid", "sid")):
         b = corpus.get(tc, "recurse", "O2-nofp")
         core = work / ("%s.core" % tc)
-        T.run_in(gdb, ["gdb", "-nx", "-batch", "-ex", "break stop_here", "-ex", "run 50", "-ex",
-                       "gcore %s" % core, str(b.path)], cwd=work, check=True)
+        gcore(gdb, b.path, core, args=("50",), cwd=work)
         out.append(unwind_fuzzing.Target(str(core)))
     return out
 
@@ -294,9 +292,7 @@ def test_lldb_and_cli_on_smashed_stacks(smashed, tmp_path, lldb):
         assert last.startswith("  Backtrace stopped: "), last
     for mode in SMASH_MODES:
         core = tmp_path / ("%s-%s.core" % (tc, mode))
-        T.run_in(tc if tc == "host" else "sid", ["gdb", "-nx", "-batch", "-ex", "break stop_here", "-ex",
-                                                 "run %s" % mode, "-ex", "gcore %s" % core, str(exe)],
-                 cwd=tmp_path, check=True, timeout=120)
+        gcore(tc if tc == "host" else "sid", exe, core, args=(mode,), cwd=tmp_path, timeout=120)
         p = T.run_in("host", ["/usr/bin/python3", str(REPO / "scripts" / "sframe"), "backtrace", str(core)],
                      cwd=tmp_path, check=True, timeout=120)
         check_clean(p.stdout + p.stderr)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers import toolchains as T
-from helpers.gdb import STOPS, Out, Qemu, run_gdb
+from helpers.gdb import STOPS, Out, Qemu, gcore, run_gdb
 from helpers.lldb import STOPS as LLDB_STOPS
 from helpers.lldb import run_lldb
 
@@ -363,8 +363,7 @@ def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
         lines += _lldb_stop(orig, fixture, "orig-" + fixture) + _lldb_stop(strp, fixture, "strp-" + fixture)
     # A core of the stripped program (GDB writes it), opened after its side file is in the cache.
     core = tmp_path / "frames.core"
-    T.run_in(toolchain, ["gdb", "-nx", "-batch", "-ex", "break stop_here", "-ex", "run", "-ex", "gcore %s" % core,
-                         str(programs["frames"])], binds=[tmp_path], check=True)
+    gcore(toolchain, programs["frames"], core, binds=[tmp_path])
     lines += ["target create %s --core %s" % (programs["frames"], core), "script print('@@ core')", "bt",
               "script print('@@ end-core')", "target create %s" % corpus.get(toolchain, "frames", "O2-nofp").path,
               "script print('@@ info')", "sframe info", "script print('@@ end-info')"]

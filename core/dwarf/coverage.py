@@ -21,6 +21,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 from ..errors import CfiError
 from ..sframe.format import MASK64
 
+# Why a module needs nothing from SFrame where the debugger's DWARF CFI is used (no side file, an
+# idle unwinder): worded once.
+ALL_COVERED = "its own DWARF CFI covers every function its SFrame does"
+
 # DW_EH_PE_* pointer encodings (the LSB spec's .eh_frame format): the value format in the low
 # nibble, what it is relative to in bits 4-6, an indirection flag, and "omitted".
 PE_OMIT = 0xFF

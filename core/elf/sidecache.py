@@ -24,13 +24,14 @@ import os
 import stat
 from typing import List, NamedTuple, Optional, Tuple
 
+from ..dwarf.coverage import ALL_COVERED
 from ..errors import ElfError, NoSFrameError, SFrameError
 from . import sidefile
 from .image import SHF_ALLOC, load_elf, section_data, section_headers
 from .notes import build_id_of, debug_file_path
 
 NO_SFRAME = "it has no SFrame section"
-COVERED = "its own DWARF CFI covers every function its SFrame does"
+COVERED = ALL_COVERED
 _META_VERSION = 2
 
 

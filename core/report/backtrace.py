@@ -30,9 +30,7 @@ from ..target.corenotes import Thread
 from ..target.session import Session
 from ..target.signals import signame
 from ..unwind.unwinder import DEFAULT_DEPTH_LIMIT, FrameRow, Stop, frame_rows, lookup_address
-from .frames import registers_line, unwound_by
-
-SIGNAL_TRAMPOLINE = "<signal handler called>"
+from .frames import SIGNAL_TRAMPOLINE, frames_doc, registers_line, unwound_by
 
 
 def _frame_symbol(session, frame, trampoline):
@@ -111,14 +109,6 @@ def _stop_line(session: Session, stop: Stop) -> str:
 
 
 def _thread_doc(session: Session, t: Thread, rows, stop: Optional[Stop], registers: bool) -> dict:
-    frames = []
-    for row in rows:
-        f = row.frame
-        d = {"level": f.level, "pc": f.pc, "function": _frame_symbol(session, f, row.trampoline),
-             "module": session.module_name(f.pc), "cfa": row.cfa, "how": unwound_by(row, stop)}
-        if registers:
-            d["registers"] = {session.abi.regname(r): f.regs.get(r) for r in session.abi.callee_saved}
-        frames.append(d)
-    return {"lwp": t.tid, "signal": signame(t.signal) if t.signal else None, "frames": frames,
-            "stop": None if stop is None else {"reason": stop.reason.name, "text": stop.text, "pc": stop.pc,
-                                               "message": _stop_line(session, stop)}}
+    doc = frames_doc(rows, stop, session.abi, lambda row: _frame_symbol(session, row.frame, row.trampoline),
+                     session.module_name, _stop_line(session, stop) if stop is not None else "", registers)
+    return {"lwp": t.tid, "signal": signame(t.signal) if t.signal else None, **doc}

@@ -3,7 +3,7 @@ adapters."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from ..arch import abi as abimod
 from ..sframe import format as F
@@ -89,21 +89,3 @@ def section_summary(module: "Module") -> str:
     h = module.index.header
     return "Section: %s at %#x, %s, %d FDEs, %d FREs" % (
         module.section_name, module.section_addr or 0, section_line(h), h.num_fdes, h.num_fres)
-
-
-def info_lines(modules: Iterable["Module"]) -> List[str]:
-    """`sframe info`: one block per module with SFrame, then the modules whose SFrame is unusable."""
-    good = [m for m in modules if m.index is not None]
-    bad = [m for m in modules if m.unusable]
-    lines = ["%d loaded module%s with SFrame%s" % (len(good), "" if len(good) == 1 else "s",
-                                                    ":" if good else ".")]
-    for m in sorted(good, key=lambda m: m.range[0]):
-        lo, hi = m.range
-        lines.append("  %s" % m.path)
-        lines.append("    %s" % section_summary(m))
-        lines.append("    functions %#x-%#x, load bias %#x" % (lo, hi, m.load_bias))
-    if bad:
-        lines.append("Modules with an SFrame section that cannot be used:")
-        for m in bad:
-            lines.append("  " + m.problem)
-    return lines

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from ..sframe.format import MASK64
 from ..unwind.unwinder import Frame, FrameRow, Stop, StopReason
 
 if TYPE_CHECKING:
     from ..arch.abi import ABIInfo
+
+
+SIGNAL_TRAMPOLINE = "<signal handler called>"     # the signal trampoline's frame, named as GDB names it
 
 
 def hexaddr(v: int, width: int = 16) -> str:
@@ -75,3 +78,22 @@ def where_text(module: Optional[str], symbol: Optional[str], offset: int) -> str
     if not symbol:
         return "%s`???" % mod
     return "%s`%s%s" % (mod, symbol, " + %d" % offset if offset else "")
+
+
+def frames_doc(rows: Sequence[FrameRow], stop: Optional[Stop], abi: "ABIInfo",
+               function_of: Callable[[FrameRow], str], module_of: Callable[[int], str],
+               stop_message: str, registers: bool = False) -> dict:
+    """One thread's walk as JSON-ready data (`sframe backtrace --json`, LLDB's `sframe bt --json`):
+    each frame's level, PC, function, module, CFA and what unwound it (with `registers`, its
+    callee-saved registers), then the stop."""
+    frames: List[dict] = []
+    for row in rows:
+        f = row.frame
+        d = {"level": f.level, "pc": f.pc, "function": function_of(row), "module": module_of(f.pc), "cfa": row.cfa,
+             "how": unwound_by(row, stop)}
+        if registers:
+            d["registers"] = {abi.regname(r): f.regs.get(r) for r in abi.callee_saved}
+        frames.append(d)
+    return {"frames": frames,
+            "stop": None if stop is None else {"reason": stop.reason.name, "text": stop.text, "pc": stop.pc,
+                                               "message": stop_message}}

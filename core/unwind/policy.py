@@ -8,9 +8,9 @@ unwinder cannot: no CFI covers the PC, or the debugger's DWARF unwinders are dis
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence, Tuple
 
-from ..dwarf.coverage import CfiRange
+from ..dwarf.coverage import ALL_COVERED, CfiRange
 
 
 class Mode(Enum):
@@ -48,3 +48,28 @@ def choose(mode: Mode, dwarf_enabled: Optional[bool], cfi_at: Callable[[], Optio
     if cfi is not None:
         return Choice(False, "mode auto: DWARF CFI covers it", cfi)
     return Choice(True, "mode auto: no DWARF CFI covers it")
+
+
+def activity(mode: Mode, any_sframe: Callable[[], bool], sframe_only: Callable[[], Sequence[Tuple[str, int]]],
+             dwarf_enabled: Callable[[], Optional[bool]], debugger: str = "GDB",
+             explain: bool = True) -> Tuple[bool, Optional[str]]:
+    """(active?, why) for a whole program: can the SFrame unwinder take any frame of it?  In mode
+    auto, not where the debugger's DWARF unwinders are on and DWARF CFI covers every function that
+    has SFrame (an ordinary program with SFrame beside its CFI): the debugger need not call it.
+    `any_sframe()`: does a loaded module have SFrame; `sframe_only()` gives (module path, functions)
+    only SFrame describes; `dwarf_enabled()` whether the
+    debugger's DWARF unwinders are on (None: it does not say, taken as on); both are asked only
+    when the answer depends on them.  `explain` False: why is None where it would be formatted."""
+    if mode is Mode.OFF:
+        return False, "set sframe off"
+    if mode is Mode.ALWAYS:
+        return True, "mode always: SFrame first wherever it covers the PC"
+    if not any_sframe():
+        return False, "nothing loaded has SFrame"
+    only = sframe_only()
+    if only:
+        return True, explain and "mode auto: SFrame alone describes %s" % ", ".join(
+            "%d function%s of %s" % (n, "" if n == 1 else "s", path) for path, n in only) or None
+    if dwarf_enabled() is False:
+        return True, "mode auto: %s's DWARF unwinders are off" % debugger
+    return False, "mode auto: every module with SFrame: %s; %s's DWARF unwinders take them" % (ALL_COVERED, debugger)

@@ -1,9 +1,11 @@
 """`sframe backtrace` (`sframe bt`): a thread unwound with SFrame by the plugin itself."""
 
+import json
+
 from ...core.cli import options as O
-from ...core.report.frames import frame_line, registers_line, stop_line
+from ...core.report.frames import SIGNAL_TRAMPOLINE, frame_line, frames_doc, registers_line, stop_line
 from ...core.unwind.modules import finder
-from ...core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, frame_rows, walk
+from ...core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, frame_rows, lookup_address, walk
 from ..access import (
     TRACKER,
     UserError,
@@ -14,6 +16,7 @@ from ..access import (
     memory_reader,
     owner_of,
     place_of,
+    symbol_at,
     symbol_namer,
     symbolizer,
     sync,
@@ -33,6 +36,7 @@ def _parser():
     O.add_registers(p, "print each frame's callee-saved registers: in callers, those the function's own code proves "
                     "saved or unchanged (the rest <not saved>)")
     O.add_eh_frame(p, short=True)
+    O.add_json(p)
     return p
 
 
@@ -54,9 +58,12 @@ stopped.
         if not has_state(process):
             raise UserError("no stopped process or core file to unwind (run, attach or target create --core)")
         if opts.all_threads:
+            picked = [(thread, thread.GetSelectedFrame()) for thread in process]
+            if opts.json:
+                return [self._json(target, picked, opts)]
             lines = []
-            for thread in process:
-                lines += self._thread_lines(target, thread, thread.GetSelectedFrame(), opts)
+            for thread, frame in picked:
+                lines += self._thread_lines(target, thread, frame, opts)
             return lines
         if opts.thread is not None:
             thread = process.GetThreadByIndexID(opts.thread)
@@ -70,7 +77,31 @@ stopped.
             frame = exe_ctx.GetFrame() if exe_ctx.GetThread().IsValid() else thread.GetSelectedFrame()
         if not thread.IsValid():
             raise UserError("no thread to unwind")
+        if opts.json:
+            return [self._json(target, [(thread, frame)], opts)]
         return self._thread_lines(target, thread, frame, opts)
+
+    def _json(self, target, picked, opts):
+        """One JSON document of the threads' walks (the fields of `sframe backtrace --json`)."""
+        abi = abi_of(target)
+        sync(target)
+        threads = []
+        for thread, frame in picked:
+            if frame is None or not frame.IsValid():
+                frame = thread.GetFrameAtIndex(0)
+            start = frame.GetFrameID()
+            rows, stop = frame_rows(unwind(target, frame, opts.count or DEFAULT_DEPTH_LIMIT,
+                                           fp_fallback=opts.fp_fallback, callee_saved=opts.registers,
+                                           cfi=opts.eh_frame))
+            rows = rows[:opts.count] if opts.count else rows
+
+            def function_of(row, start=start):
+                return function_name(target, row, start)
+            threads.append({"thread": thread.GetIndexID(), "tid": thread.GetThreadID(), "name": thread.GetName(),
+                            **frames_doc(rows, stop, abi, function_of, lambda pc: module_name(target, pc),
+                                         stop_line(stop) if stop is not None else "", opts.registers)})
+        doc = {"target": target.GetExecutable().fullpath, "abi": abi.name, "threads": threads}
+        return json.dumps(doc, indent=1)
 
     def _thread_lines(self, target, thread, frame, opts):
         if frame is None or not frame.IsValid():
@@ -114,6 +145,20 @@ stopped.
         if reason:
             text += ", stop reason = %s" % reason
         return text + "  (SFrame unwind from frame #%d, %s)" % (frame.GetFrameID(), abi.name)
+
+
+def function_name(target, row, start):
+    """'symbol+offset' of a frame (a return address by the call before it), as the CLI's JSON has it."""
+    f = row.frame
+    if row.trampoline:
+        return SIGNAL_TRAMPOLINE
+    _mod, name, sym_start = symbol_at(target, lookup_address(f.pc, f.level > start and not f.interrupted))
+    return "%s+%d" % (name, f.pc - sym_start) if name and sym_start is not None else "??"
+
+
+def module_name(target, pc):
+    mod = symbol_at(target, pc)[0]
+    return mod or "??"
 
 
 def unwind(target, frame, limit, fp_fallback=False, callee_saved=False, cfi=True):

@@ -1,31 +1,28 @@
 """`sframe dump [MODULE]`: a loaded module's SFrame section as readelf --sframe prints it."""
 
 import os
-import shlex
 
+from ...core.cli import options as O
 from ...core.report.dump import dump_file
 from ..access import UserError
-from .common import Command
+from .common import Command, parse
+
+
+def _parser():
+    p = O.CommandParser("sframe dump", description="Print a loaded module's SFrame section exactly as `sframe dump FILE` "
+                        "(binutils 2.47's readelf --sframe format), at the file's own addresses.")
+    p.add_argument("module", nargs="?", help="a loaded module's file name or path (default: the executable)")
+    return p
 
 
 class DumpCommand(Command):
     short = "Print a loaded module's SFrame section like readelf --sframe."
-    long = """Syntax: sframe dump [MODULE]
-
-MODULE is a loaded module's file name or path (default: the executable).  Prints the section
-exactly as `sframe dump FILE` (binutils 2.47's readelf --sframe format), at the file's own
-addresses.
-"""
+    parser = _parser()
 
     def run(self, debugger, command, exe_ctx):
-        try:
-            words = shlex.split(command or "")
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
-        if len(words) > 1:
-            raise UserError("sframe dump takes one module name")
+        opts = parse(self.parser, command)
         target = self._target(exe_ctx, debugger)
-        path = self._module_path(target, words[0] if words else None)
+        path = self._module_path(target, opts.module)
         text = dump_file(path)
         return [text[:-1] if text.endswith("\n") else text]
 

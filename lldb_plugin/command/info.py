@@ -1,25 +1,27 @@
 """`sframe info`: the loaded modules that have SFrame."""
 
-from ...core.report.describe import info_lines
+from ...core.cli import options as O
+from ...core.report.status import module_table
 from .. import sidefiles
-from ..access import TRACKER, UserError, has_state, sync
-from .common import Command
+from ..access import TRACKER, has_state, sync
+from .common import Command, parse
+
+
+def _parser():
+    return O.CommandParser("sframe info", description=(
+        "A table of the loaded modules with an SFrame section (as GDB's `info sframe`): path, SFrame version, ABI, "
+        "the numbers of FDEs and FREs, the range of functions covered and the load bias; how many modules have "
+        "none; those whose section cannot be used, with the reason.  Then, for LLDB's own bt: each module's side "
+        "file of DWARF CFI made from its SFrame, attached or why not (modules not seen before are handled now, as "
+        "at a stop)."))
 
 
 class InfoCommand(Command):
     short = "List the loaded modules that have SFrame sections."
-    long = """Syntax: sframe info
-
-For each loaded module with an SFrame section: its path, the section's load address, SFrame
-version, flags and ABI, the numbers of FDEs and FREs, the range of functions covered and the
-load bias.  Modules whose section cannot be read are listed with the reason.  Then, for LLDB's
-own bt: each module's side file of DWARF CFI made from its SFrame, attached or why not (modules
-not seen before are handled now, as at a stop).
-"""
+    parser = _parser()
 
     def run(self, debugger, command, exe_ctx):
-        if command and command.strip():
-            raise UserError("sframe info takes no arguments")
+        parse(self.parser, command)
         target = self._target(exe_ctx, debugger)
         sync(target)
         live = has_state(target.GetProcess())
@@ -29,7 +31,7 @@ not seen before are handled now, as at a stop).
             "" if live else "; no process: file addresses")]
         sidefiles.ensure_hook(debugger, "%s.sidefiles.%s" % (__name__.rsplit(".", 2)[0], sidefiles.HOOK_CLASS))
         sidefiles.attach(debugger, target, lines.append)
-        lines += info_lines(list(TRACKER.modules))
+        lines += module_table(TRACKER.modules, "module")
         attached = sorted(sidefiles.status(target).items())
         if attached:
             lines.append("Side files of DWARF CFI from SFrame (LLDB's own bt):")

@@ -4,15 +4,22 @@ import re
 
 import lldb
 
+from ...core.cli import options as O
 from ..access import UserError
-from .common import Command
+from .common import Command, parse
+
+
+def _parser():
+    p = O.CommandParser("sframe provider")
+    p.add_argument("what", choices=("on", "off", "status"), metavar="on|off|status",
+                   help="register the provider, remove it, or say why not")
+    return p
 
 
 class ProviderCommand(Command):
     short = "Control the SFrame frame provider for LLDB's own bt (LLDB 22 and later): on, off, status."
-    long = """Syntax: sframe provider on|off|status
-
-LLDB 22 added scripted frame providers: a Python class that gives the frames of LLDB's own `bt`,
+    parser = _parser()
+    long = """LLDB 22 added scripted frame providers: a Python class that gives the frames of LLDB's own `bt`,
 `frame select`, `up`/`down`, `frame variable` and `finish`.  Where this LLDB has them and they
 work, `sframe provider on` would register one that unwinds with SFrame.  `status` says whether
 this LLDB has them, whether they can be used here and why not, and whether one is registered.
@@ -24,15 +31,13 @@ has a reproduction).  `sframe bt` unwinds with SFrame in every version.
 """
 
     def run(self, debugger, command, exe_ctx):
-        words = (command or "").split()
-        if len(words) != 1 or words[0] not in ("on", "off", "status"):
-            raise UserError("usage: sframe provider on|off|status")
+        what = parse(self.parser, command).what
         usable, why = provider_support()
-        if words[0] == "status":
+        if what == "status":
             return ["%s: %s" % (lldb.SBDebugger.GetVersionString().splitlines()[0],
                                 "frame providers usable" if usable else why),
                     "SFrame frame provider: not registered (use 'sframe bt')"]
-        if words[0] == "on" and not usable:
+        if what == "on" and not usable:
             raise UserError("the frame provider is not registered: %s" % why)
         return ["SFrame frame provider: not registered (use 'sframe bt')"]
 

@@ -40,48 +40,12 @@ rules give there."""
             raise gdb.GdbError("info sframe: internal error: %s: %s" % (type(exc).__name__, exc)) from None
 
     def _table(self):
-        from ...core.report import describe
+        from ...core.report import status
         tracker = self.plugin.tracker
         tracker.current()
-        mods = list(tracker.modules())
-        rows = []
-        without = 0
-        unusable = [m for m in mods if m.unusable]
-        for m in mods:
-            if m.index is None:
-                without += not m.unusable
-                continue
-            h = m.index.header
-            lo, hi = m.range
-            rows.append((m.path, str(h.version), describe.abi_text(h.abi), str(h.num_fdes), str(h.num_fres),
-                         "%#x-%#x" % (lo, hi) if hi > lo else "-"))
-        if not rows:
-            gdb.write("No loaded objfile has SFrame information (%d objfile%s tracked).\n"
-                      % (len(mods), "" if len(mods) == 1 else "s"))
-            self._unusable(unusable)
-            self._activity()
-            return
-        head = ("Objfile", "Version", "ABI", "FDEs", "FREs", "Text range")
-        widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-        right = (False, True, False, True, True, False)
-        for r in [head] + rows:
-            cells = [c.rjust(w) if rj else c.ljust(w) for c, w, rj in zip(r, widths, right)]
-            gdb.write("  ".join(cells).rstrip() + "\n")
-        if without:
-            gdb.write("%d other objfile%s without SFrame.\n" % (without, "" if without == 1 else "s"))
-        self._unusable(unusable)
-        self._activity()
-
-    def _activity(self):
-        active, why = self.plugin.unwinder.activity()
-        gdb.write("SFrame unwinder: %s (%s).\n" % ("active" if active else "idle, costing nothing", why))
-
-    @staticmethod
-    def _unusable(mods):
-        if mods:
-            gdb.write("Objfiles whose SFrame section cannot be used:\n")
-            for m in mods:
-                gdb.write("  %s\n" % m.problem)
+        lines = status.module_table(tracker.modules(), "objfile")
+        lines.append(status.activity_line(*self.plugin.unwinder.activity()))
+        gdb.write("\n".join(lines) + "\n")
 
     def _address(self, arg):
         from ...core.report.lookup import lookup_report

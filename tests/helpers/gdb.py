@@ -184,3 +184,11 @@ def live_frames(tc, pid):
     m = re.search(r"^GDBJSON (.*)$", p.stdout, re.M)
     assert m, p.stdout[-3000:] + p.stderr[-3000:]
     return {t["lwp"]: t for t in json.loads(m.group(1))}
+
+
+def gcore(toolchain, exe, core, args=(), stop="stop_here", cwd=None, **kw):
+    """Run `exe` (with `args`) under the GDB of `toolchain`'s system to `stop`, and write its
+    core file to `core` with GDB's gcore."""
+    run = " ".join(["run", *map(str, args)])
+    return T.run_in(toolchain, ["gdb", "-nx", "-batch", "-ex", "break %s" % stop, "-ex", run, "-ex", "gcore %s" % core,
+                                str(exe)], cwd=cwd, check=True, **kw)
