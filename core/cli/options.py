@@ -15,13 +15,14 @@ class UsageError(Exception):
 
 class CommandParser(argparse.ArgumentParser):
     """An ArgumentParser for a debugger command: a usage error raises UsageError (one line: what
-    is wrong, and the usage), and --help raises it with the help, never SystemExit."""
+    is wrong, and the usage), never SystemExit.  No -h: the debugger's `help` shows format_help()."""
 
     def __init__(self, prog: str, description: Optional[str] = None, **kw):
         super().__init__(prog=prog, description=description, add_help=False, allow_abbrev=False, **kw)
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError("%s (usage: %s)" % (message, self.format_usage().strip()[len("usage: "):]))
+        usage = " ".join(self.format_usage().split()[1:])     # (argparse wraps a long usage: one line)
+        raise UsageError("%s (usage: %s)" % (message, usage))
 
     def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
         raise UsageError(message or self.format_help())

@@ -13,9 +13,10 @@ class InfoSFrame(gdb.Command):
 
 Usage: info sframe [ADDR]
 
-Without an argument: the loaded objfiles that have an .sframe section, with the SFrame version,
-ABI, FDE and FRE counts and the text range they cover; and whether the SFrame unwinder is active
-(some function only SFrame describes, GDB's DWARF unwinders off, or mode always) or idle.
+Without an argument: a table of the loaded objfiles that have an .sframe section (SFrame version,
+ABI, FDE and FRE counts, the text range they cover, the load bias), how many others have none,
+those whose section cannot be used and why; and whether the SFrame unwinder is active (some
+function only SFrame describes, GDB's DWARF unwinders off, or mode always) or idle.
 With ADDR (any expression: $pc, main+4, *0x401000): the objfile and section covering ADDR, its
 function's FDE, the FRE in effect at ADDR and its rules in words, where each callee-saved
 register of the caller is (found in the function's code: saved at a stack slot, unchanged, or
