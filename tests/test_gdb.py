@@ -620,12 +620,15 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
     assert "TRY-ERROR: sframe verify: the program has no stack" in out.between("noproc", "table")
 
     table = out.between("table", "addr-pc").strip().splitlines()
-    assert table[0].split() == ["Objfile", "Version", "ABI", "FDEs", "FREs", "Text", "range"], table
+    assert table[0].split() == ["Objfile", "Version", "ABI", "FDEs", "FREs", "Text", "range", "Load", "bias"], table
     row = [r for r in table if r.startswith(str(exe))]
     assert len(row) == 1, table
     cols = row[0][len(str(exe)):].split()
     assert cols[0] == str(version) and cols[1:4] == ["AMD64", "little-endian", str(nfdes)] and cols[4] == str(nfres)
     lo, hi = (int(x, 16) for x in cols[5].split("-"))
+    bias = int(cols[6], 16)            # the PIE's: where GDB's section is, less the file's address
+    first, last = section_counts(exe)[3].text_range()      # (the file's addresses)
+    assert bias % 4096 == 0 and lo - bias <= first < last <= hi - bias, (cols, hex(first), hex(last))
     assert re.search(r"^\d+ other objfiles? without SFrame\.$", table[-2]), table
     assert re.search(r"^SFrame unwinder: (active|idle)", table[-1]), table
 
@@ -1218,10 +1221,14 @@ def test_rerun_and_attach(corpus, tmp_path, gdb, toolchain):
     for frames in runs:
         assert [f.name for f in frames] == ["stop_here", "level3", "level2", "level1", "main"] and all(f.sf for f in frames), frames
     assert runs[0][0].pc != runs[1][0].pc, "the program did not move between the runs"
+    file_ranges = []
     for k, frames in ((1, runs[0]), (2, runs[1])):
         row = [r for r in out.between("table%d" % k, "end%d" % k).splitlines() if r.startswith(str(exe))][0]
-        lo, hi = (int(x, 16) for x in row.split()[-1].split("-"))
+        lo, hi = (int(x, 16) for x in row.split()[-2].split("-"))
+        bias = int(row.split()[-1], 16)
         assert all(lo <= f.pc < hi for f in frames), (row, frames)
+        file_ranges.append((lo - bias, hi - bias))
+    assert file_ranges[0] == file_ranges[1], file_ranges       # the load bias moved with the program
     att, ref = out.frames("attach"), out.frames("attach-off")
     check_same(ref, att, ("inner", "middle", "outer", "main"))
     check_untouched(ref, out.frames("attach-auto"))
