@@ -61,6 +61,7 @@ from typing import Optional
 
 import pytest
 from helpers import toolchains
+from helpers.cli import sframe
 from helpers.toolchains import Fixture, toolchain
 
 REPO = Path(__file__).resolve().parent.parent
@@ -969,6 +970,35 @@ def test_two_threads(results, tc):
     assert _names(worker)[:3] == ["thread_stop_here", "worker_chain", "worker"] and len(worker.frames) == 4, r.text
     (spinner,) = by_top.values()
     assert _names(spinner)[-2] == "main" and _names(spinner)[0] in ("spin_step", "main_spin"), r.text
+
+
+def test_one_thread_and_the_vocabulary(results):
+    """`sframe backtrace -t N` prints thread N of what `-a` prints, the same frames; `-c`, `-f`
+    and the old spellings `--max`/`--limit` are taken; `-t` past the last thread, and `-t` with
+    `-a`, are one-line usage errors."""
+    (r,) = _cores(results, "host", "threads")
+
+    def run(*args):
+        return sframe("backtrace", r.core, *args)
+    whole = run("-a")
+    assert whole.returncode == 0, whole.stderr
+    head, _, body = whole.stdout.partition("\nThread 1 ")
+    blocks = ["Thread 1 " + body.split("\nThread 2 ")[0], "Thread 2 " + body.split("\nThread 2 ")[1]]
+    for n, block in ((1, blocks[0]), (2, blocks[1])):
+        one = run("-t", n)
+        assert one.returncode == 0 and one.stdout == head + "\n" + block.rstrip("\n") + "\n", (n, one.stdout)
+    first = run("-t", "1", "-c", "2").stdout.splitlines()
+    def frames(lines):       # (the last frame of a cut walk shows "CFA unknown  [not unwound]")
+        return [line.split("  CFA ")[0] for line in lines if line.startswith("#")]
+    assert frames(first) == frames(blocks[0].splitlines())[:2], first
+    for old in ("--max", "--limit"):
+        assert run("-t", "1", old, "2").stdout.splitlines() == first
+    assert run("-t", "1", "-f").returncode == 0
+    for args, text in ((("-t", "3"), "no thread 3: the core has 2 threads"), (("-t", "1", "-a"), "not with -a")):
+        bad = run(*args)
+        assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1 and text in bad.stderr, bad
+    bad = run("-t", "0")             # (argparse's own error: its usage, then the line)
+    assert bad.returncode == 2 and "argument -t/--thread: not a number above 0: '0'" in bad.stderr, bad
 
 
 def test_aarch64_return_address_signing(results):
