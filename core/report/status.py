@@ -29,7 +29,7 @@ def module_table(modules: Iterable["Module"], noun: str = "module") -> List[str]
         h = m.index.header
         lo, hi = m.range
         rows.append((m.path, str(h.version), abi_text(h.abi), str(h.num_fdes), str(h.num_fres),
-                     "%#x-%#x" % (lo, hi) if hi > lo else "-", "%#x" % m.load_bias))
+                     "%#x-%#x" % (lo, hi) if hi > lo else "-", _bias_text(m)))
     without = sum(1 for m in mods if m.index is None and not m.unusable)
     lines = []
     if rows:
@@ -47,6 +47,13 @@ def module_table(modules: Iterable["Module"], noun: str = "module") -> List[str]
         lines.append("%ss whose SFrame section cannot be used:" % noun.capitalize())
         lines += ["  %s" % m.problem for m in unusable]
     return lines
+
+
+def _bias_text(m: "Module") -> str:
+    try:
+        return "%#x" % m.load_bias
+    except Exception:       # (an adapter's bias may read the file, gone since it was loaded: one row, not the table)
+        return "?"
 
 
 def activity_line(active: bool, why: Optional[str]) -> str:
