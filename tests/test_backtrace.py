@@ -998,7 +998,7 @@ def test_one_thread_and_the_vocabulary(results):
         bad = run(*args)
         assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1 and text in bad.stderr, bad
     bad = run("-t", "0")             # (argparse's own error: its usage, then the line)
-    assert bad.returncode == 2 and "argument -t/--thread: not a number above 0: '0'" in bad.stderr, bad
+    assert bad.returncode == 2 and "argument -t/--thread: '0' is not a whole number of at least 1" in bad.stderr, bad
 
 
 def test_aarch64_return_address_signing(results):

@@ -162,7 +162,7 @@ def test_usage_and_file_errors_exit_2(tmp_path, corpus):
         code, out, err = run_check(*args)
         assert code == 2 and out == "" and err.count("\n") == 1 and msg in err, (args, err)
     code, _, err = run_check(text, "--show", "many")
-    assert code == 2 and "not a number of 0 or more: 'many'" in err, err
+    assert code == 2 and "'many' is not a whole number of at least 0" in err, err
 
 
 def test_function_and_show(corpus):

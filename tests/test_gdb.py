@@ -657,7 +657,7 @@ def test_commands(corpus, tmp_path, gdb, toolchain):
     assert re.match(r"TRY-ERROR: No SFrame information covers 0x[0-9a-f]+: no FDE of %s's \.sframe contains it\.$"
                     % re.escape(str(exe)), errors[4]), errors
     assert errors[5] == "TRY-OK", errors
-    assert errors[6].startswith("TRY-ERROR: sframe verify: argument -steps: not a number of 0 or more: 'many'"), errors
+    assert errors[6].startswith("TRY-ERROR: sframe verify: argument -steps: 'many' is not a whole number of at least 0"), errors
     assert errors[7].startswith("TRY-ERROR: sframe verify: unrecognized arguments: -bogus"), errors
 
     names = out.between("names", "settings")      # the one vocabulary, and the old names still taken

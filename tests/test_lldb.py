@@ -896,7 +896,7 @@ def test_loading_help_and_errors(lldb, corpus, work):
     assert "--count N" in help_bt and "-f, --fp-fallback" in help_bt and "usage: sframe backtrace" in help_bt, help_bt
     expect = {"noproc": "no target", "noproc2": "no stopped process",
               "badaddr": "cannot evaluate 'no_such_symbol_here'", "nocover": "No SFrame information covers",
-              "noargs": "an address is needed", "badopt": "unrecognized arguments: -x", "badcount": "not a number above 0: 'zero'",
+              "noargs": "an address is needed", "badopt": "unrecognized arguments: -x", "badcount": "'zero' is not a whole number of at least 1",
               "badthread": "no thread #99", "extra": "unrecognized arguments: now", "alland": "-t N picks one thread: not with -a",
               "badmod": "no loaded module 'libnothing.so'", "nosf": "no SFrame section",
               "infoargs": "unrecognized arguments: please", "regs": "No SFrame information covers",

@@ -142,17 +142,6 @@ def cmd_lldbinit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    """An argument that must be a whole number of at least 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError("%r is not a whole number of at least 1" % text)
-    return n
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sframe", description="Read SFrame stack-trace sections (.sframe) without a debugger.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)   # --version unwrapped
@@ -217,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--all", action="store_true", help="also the functions the program's own CFI covers")
     cf.add_argument("--registers", action=argparse.BooleanOptionalAction, default=True,
                     help="the callee-saved registers the function's code proves (default: on; off: all undefined)")
-    cf.add_argument("-j", "--jobs", type=_positive, metavar="N",
+    cf.add_argument("-j", "--jobs", type=O.positive, metavar="N",
                     help="analyse the functions in at most N processes (default: one per core this process may use)")
     dbg = cf.add_mutually_exclusive_group()
     dbg.add_argument("--debug-file", metavar="DBG",

@@ -28,26 +28,27 @@ class CommandParser(argparse.ArgumentParser):
         raise UsageError(message or self.format_help())
 
 
-def positive(text: str) -> int:
-    """An argparse type: a whole number above 0 (decimal or 0x...)."""
+def _whole(text: str, least: int) -> int:
     try:
-        n = int(text, 0)
+        n = int(text, 0)                 # (decimal or 0x...)
     except ValueError:
-        n = 0
-    if n <= 0:
-        raise argparse.ArgumentTypeError("not a number above 0: %r" % text)
+        try:
+            n = int(text)                # (a decimal with leading zeros: 08)
+        except ValueError:
+            n = least - 1
+    if n < least:
+        raise argparse.ArgumentTypeError("%r is not a whole number of at least %d" % (text, least))
     return n
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    return _whole(text, 1)
 
 
 def not_negative(text: str) -> int:
-    """An argparse type: a whole number, 0 or more."""
-    try:
-        n = int(text, 0)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError("not a number of 0 or more: %r" % text)
-    return n
+    """An argparse type: a whole number of at least 0."""
+    return _whole(text, 0)
 
 
 def add_count(p: argparse.ArgumentParser, default: Optional[int] = None, what: str = "frames",

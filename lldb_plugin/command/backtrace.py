@@ -1,5 +1,6 @@
 """`sframe backtrace` (`sframe bt`): a thread unwound with SFrame by the plugin itself."""
 
+import functools
 import json
 
 from ...core.cli import options as O
@@ -84,19 +85,11 @@ stopped.
     def _json(self, target, picked, opts):
         """One JSON document of the threads' walks (the fields of `sframe backtrace --json`)."""
         abi = abi_of(target)
-        sync(target)
         threads = []
         for thread, frame in picked:
-            if frame is None or not frame.IsValid():
-                frame = thread.GetFrameAtIndex(0)
-            start = frame.GetFrameID()
-            rows, stop = frame_rows(unwind(target, frame, opts.count or DEFAULT_DEPTH_LIMIT,
-                                           fp_fallback=opts.fp_fallback, callee_saved=opts.registers,
-                                           cfi=opts.eh_frame))
+            frame, rows, stop = _walk(target, thread, frame, opts, opts.count or DEFAULT_DEPTH_LIMIT)
             rows = rows[:opts.count] if opts.count else rows
-
-            def function_of(row, start=start):
-                return function_name(target, row, start)
+            function_of = functools.partial(function_name, target, start=frame.GetFrameID())
             threads.append({"thread": thread.GetIndexID(), "tid": thread.GetThreadID(), "name": thread.GetName(),
                             **frames_doc(rows, stop, abi, function_of, lambda pc: module_name(target, pc),
                                          stop_line(stop) if stop is not None else "", opts.registers)})
@@ -104,19 +97,12 @@ stopped.
         return json.dumps(doc, indent=1)
 
     def _thread_lines(self, target, thread, frame, opts):
-        if frame is None or not frame.IsValid():
-            frame = thread.GetFrameAtIndex(0)
-        sync(target)
-        abi = abi_of(target)
-        topmost = frame.GetFrameID() == 0
         count = opts.count
-        items = unwind(target, frame, count + 1 if count else DEFAULT_DEPTH_LIMIT, fp_fallback=opts.fp_fallback,
-                       callee_saved=opts.registers, cfi=opts.eh_frame)
-        initial = frame_state(frame, abi, topmost)
-        rows, stop = frame_rows(items)
+        frame, rows, stop = _walk(target, thread, frame, opts, count + 1 if count else DEFAULT_DEPTH_LIMIT)
+        abi = abi_of(target)
         lines = [self._header(thread, frame, abi)]
         selected = thread.GetSelectedFrame().GetFrameID()
-        start = initial.level
+        start = frame.GetFrameID()
         shown = rows[:count] if count else rows
         for row in shown:
             fr = row.frame
@@ -145,6 +131,17 @@ stopped.
         if reason:
             text += ", stop reason = %s" % reason
         return text + "  (SFrame unwind from frame #%d, %s)" % (frame.GetFrameID(), abi.name)
+
+
+def _walk(target, thread, frame, opts, limit):
+    """(the frame walked from: the thread's newest if `frame` is none, its rows, the Stop) of one
+    thread, with `opts`' fallback, registers and CFI."""
+    if frame is None or not frame.IsValid():
+        frame = thread.GetFrameAtIndex(0)
+    sync(target)
+    rows, stop = frame_rows(unwind(target, frame, limit, fp_fallback=opts.fp_fallback, callee_saved=opts.registers,
+                                   cfi=opts.eh_frame))
+    return frame, rows, stop
 
 
 def function_name(target, row, start):

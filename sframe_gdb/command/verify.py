@@ -1,6 +1,6 @@
 """The `sframe` prefix command and `sframe verify`: SFrame against GDB's DWARF unwinder."""
 
-import argparse
+import functools
 import re
 
 import gdb
@@ -53,7 +53,11 @@ def _suppress_notifications(on):
         return None
 
 
+@functools.lru_cache(maxsize=None)
 def _parser():
+    """Made at the first `sframe verify`: sourcing the plugin imports no argparse."""
+    import argparse
+
     from ...core.cli import options as O
     p = O.CommandParser("sframe verify")
     p.add_argument("-steps", dest="steps", type=O.not_negative, default=0, metavar="N",
@@ -63,8 +67,6 @@ def _parser():
     p.add_argument("-frames", dest="count", type=O.not_negative, help=argparse.SUPPRESS)   # (the old spelling)
     return p
 
-
-_PARSER = _parser()
 
 
 class SFrameVerify(gdb.Command):
@@ -143,7 +145,7 @@ disagreement and three summary lines:
     def _parse(arg):
         from ...core.cli import options as O
         try:
-            opts = _PARSER.parse_args(gdb.string_to_argv(arg))
+            opts = _parser().parse_args(gdb.string_to_argv(arg))
         except O.UsageError as exc:
             raise gdb.GdbError("sframe verify: %s" % exc) from None
         return opts.steps, opts.count
