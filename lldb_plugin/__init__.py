@@ -79,7 +79,25 @@ def _readline_stub_safe():
         sys.modules["readline"] = stub
 
 
+def _compiled_once():
+    """Let Python keep the plugin's compiled modules (__pycache__, as any installed package has
+    them): LLDB's Python writes none, so each session compiled them all again, a sixth of a second
+    of the first stop.  Not where the user asked Python to write none (PYTHONDONTWRITEBYTECODE)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return sys.dont_write_bytecode
+    before, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    return before
+
+
 def __lldb_init_module(debugger, internal_dict):
+    before = _compiled_once()
+    try:
+        _init(debugger, internal_dict)
+    finally:
+        sys.dont_write_bytecode = before
+
+
+def _init(debugger, internal_dict):
     if __name__ != "sframekit.lldb_plugin":
         global __path__
         __path__ = []          # this copy's modules are sframekit.lldb_plugin.*, never loaded twice
@@ -89,6 +107,8 @@ def __lldb_init_module(debugger, internal_dict):
     if not _find_pyelftools():
         print("sframe: pyelftools is missing, the sframe commands are not loaded: " + INSTALL_HINT)
         return
+    from ..core import pyelftools
+    pyelftools.load()
     # LLDB resolves `command script add -c a.b.Class` from its session dictionary: name the package there.
     top = __name__.split(".")[0]
     internal_dict[top] = sys.modules[top]

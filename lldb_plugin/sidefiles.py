@@ -26,7 +26,7 @@ import shlex
 
 import lldb
 
-from ..core.elf import sidecache
+from ..core.elf import sidecache, sidework
 from ..core.elf.debugfile import separate_debug_file
 from ..core.report.status import SideFileState, SideFileStatus
 from ..core.unwind.modules import ModuleSet
@@ -72,13 +72,13 @@ def _run(debugger, command, target=None):
     return res.Succeeded(), (res.GetError() or res.GetOutput() or "").strip()
 
 
-_COVERAGE = {}        # file identity -> (the first SFrame-only function's link-time start, SFrame?)
+_COVERAGE = {}        # file identity -> (the first SFrame-only function's link-time start, its link-time index)
 
 
 def _coverage(path):
     """(the link-time start of the file's first SFrame function no DWARF CFI of it covers, or None;
-    whether it has usable SFrame), worked out once per file, apart from the modules the commands
-    track (whose set follows the process)."""
+    its SFrame index at link-time addresses, None where it has no usable SFrame), worked out once
+    per file, apart from the modules the commands track (whose set follows the process)."""
     key = file_identity(path)
     got = _COVERAGE.get(key)
     if got is None:
@@ -91,7 +91,7 @@ def _coverage(path):
                 if modules.cfi_find(module, section.start_of(k)) is None:
                     first = section.start_of(k)
                     break
-        got = _COVERAGE[key] = (first, module.index is not None)
+        got = _COVERAGE[key] = (first, module.index)
     return got
 
 
@@ -112,11 +112,12 @@ def _has_debug_info(path):
         return False
 
 
-def _covered_pc(target, module):
+def _covered_pc(target, module, first=None):
     """A load address of the module that SFrame covers and its own CFI does not (where LLDB can
-    only unwind through the side file), None where there is none, _NOT_LOADED while the process
-    has not loaded the module."""
-    first = _coverage(module.GetFileSpec().fullpath)[0]
+    only unwind through the side file: `first`, a link-time address, or else the first such
+    function), None where there is none, _NOT_LOADED while the process has not loaded the module."""
+    if first is None:
+        first = _coverage(module.GetFileSpec().fullpath)[0]
     sec = module.FindSection(".text")
     if first is None or not sec.IsValid():
         return None
@@ -140,10 +141,11 @@ def _plan_at(debugger, target, addr):
 _CHECKED = {}          # (executable, module path, side file) -> the verdict of _check, for later processes
 
 
-def _check(debugger, target, path, symfile):
+def _check(debugger, target, path, symfile, quick=None):
     """The SideFileStatus: attached where LLDB unwinds the module through its side file, else why not; None
     while there is no process to ask (the next stop asks again).  Asked once per module and side
-    file: a process launched again keeps its modules, and their unwind plans."""
+    file: a process launched again keeps its modules, and their unwind plans.  `quick`: the side
+    file holds only these functions (link-time starts), CFA, RA and FP rows (sidecache.partial)."""
     process = target.GetProcess()
     if process is None or not process.IsValid() or not process.GetNumThreads():
         return None
@@ -151,27 +153,29 @@ def _check(debugger, target, path, symfile):
     if key in _CHECKED:
         return _CHECKED[key]
     module = _module_at(target, path)
-    addr = _covered_pc(target, module) if module is not None else None
+    addr = _covered_pc(target, module, min(quick) if quick else None) if module is not None else None
     if addr == _NOT_LOADED:
         return None               # (asked again at the next stop)
-    verdict = _CHECKED[key] = _verdict(debugger, target, path, symfile, addr)
+    verdict = _CHECKED[key] = _verdict(debugger, target, path, symfile, addr, quick is not None)
     return verdict
 
 
-def _verdict(debugger, target, path, symfile, addr):
+def _verdict(debugger, target, path, symfile, addr, quick):
+    state = SideFileState.STACK if quick else SideFileState.ATTACHED
     if addr is None:
-        return SideFileStatus(SideFileState.ATTACHED, symfile)
+        return SideFileStatus(state, symfile)
     plan = _plan_at(debugger, target, addr)
     if plan is not None and "DWARF CFI" not in plan:
         return _not_attached("LLDB does not unwind with it (its unwind plan at %#x is '%s'); sframe bt unwinds "
                              "the module" % (addr, plan))
-    wrong = _wrong_frame(target, path)
+    # (a file of the functions on the stacks is made again when they change: not checked so)
+    wrong = None if quick else _wrong_frame(target, path)
     if wrong is not None:
         return SideFileStatus(SideFileState.LATE, symfile, (
             "LLDB %d worked out how to unwind %s before it was there and keeps that for the session: its own bt goes "
             "wrong at frame #%d of thread #%d; right in the next session, which finds the side file as it loads the "
             "module (sframe bt unwinds it now)" % (lldb_major(), os.path.basename(path), wrong[1], wrong[0])))
-    return SideFileStatus(SideFileState.ATTACHED, symfile)
+    return SideFileStatus(state, symfile)
 
 
 def _not_attached(why):
@@ -277,7 +281,73 @@ def _attach_one(debugger, target, module, major, report):
             _run(debugger, "target symbols add %s" % shlex.quote(own), target)
         return _not_attached("LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
-    made = sidecache.side_file(path, debug_file=own)
+    if ours and major >= FIRST_FILE_STAYS and sidecache.is_partial(symfile):
+        # (attached before this process: LLDB reads it through the session)
+        _SESSION_FILES[(_target_key(target), path)] = own
+        return _session_status(path, symfile, own)
+    made = sidecache.cached(path, debug_file=own)
+    if made is None and major < FIRST_FILE_STAYS:
+        # Not in the cache: the functions on the stacks at once, the rest with registers behind.
+        return _quick(debugger, target, module, path, own, report)
+    if made is None and not _small(path):
+        # LLDB 19 and later read only the first side file of a module: every function's CFA, RA
+        # and FP now, the registers behind, for the next session.
+        return _session_file(debugger, target, module, path, own, report)
+    if made is None:
+        made = sidecache.side_file(path, debug_file=own)
+    return _attach_entry(debugger, target, module, path, symfile, made, report)
+
+
+# LLDB 16 reads a module's unwind information again when a side file replaces another; LLDB 19, 21
+# and 23 keep the first one's for the session (measured: CFA, RA and FP only, then the whole
+# file, and the outer frames' callee-saved registers stay unavailable at the next stops).
+FIRST_FILE_STAYS = 19
+
+
+def _small(path):
+    """Is the module's code small enough that its analysis costs the first stop little (about a
+    tenth of a second: core.dwarf.writer.CODE_PER_WORKER)?"""
+    from ..core.dwarf.writer import CODE_PER_WORKER
+    index = _coverage(path)[1]
+    lo, hi = index.text_range()
+    return hi - lo <= CODE_PER_WORKER
+
+
+_SESSION_FILES = {}        # (target key, module path) -> its own debug file: the side file with registers for next time
+
+
+def _session_file(debugger, target, module, path, own, report):
+    """LLDB 19 and later: a side file of every function's CFA, RA and FP rows, attached now; the
+    one with registers written behind (core.elf.sidework) for the next session."""
+    why = sidework.start(path, debug_file=own)
+    if why is not None:
+        return _not_attached(why)
+    made = sidecache.partial(path, None, debug_file=own)
+    if made.path is None:
+        return _not_attached(made.why) if made.sframe else None
+    if has_state(target.GetProcess()):
+        _drop_unloaded_twins(target, module)
+    error = _add(debugger, target, made.path)
+    if error is not None:
+        sidecache.discard(made.path)
+        return _not_attached("target symbols add: %s" % error)
+    _SESSION_FILES[(_target_key(target), path)] = own
+    st = _check(debugger, target, path, made.path)
+    if st is None or st.state is SideFileState.ATTACHED:
+        return _session_status(path, made.path, own)
+    return st
+
+
+def _session_status(path, side, own):
+    job = sidework.state(path, debug_file=own)
+    later = sidecache.cached(path, debug_file=own)
+    return SideFileStatus(SideFileState.CFA, side, "LLDB %d reads a module's first side file through the session; "
+                          "its callee-saved registers from the next session on (%s)" % (
+                              lldb_major(), "written" if later is not None and later.path else job.text()))
+
+
+def _attach_entry(debugger, target, module, path, symfile, made, report):
+    """Attach the cache's entry for the module (made: sidecache's answer)."""
     if made.path is None:
         # (no SFrame, or an unusable section: `sframe info` lists those modules already)
         return _not_attached(made.why) if made.sframe else None
@@ -295,6 +365,118 @@ def _attach_one(debugger, target, module, major, report):
     return _check(debugger, target, path, made.path) or SideFileStatus(SideFileState.PENDING, made.path, "no process")
 
 
+class _Quick:
+    """A module whose side file is being written behind: what is attached meanwhile."""
+
+    def __init__(self, own):
+        self.own = own                  # the module's own separate debug file, or None
+        self.starts = frozenset()       # the functions (link-time starts) of the attached partial file
+        self.path = None                # that file
+        self.restarted = False          # the job was started again once (it had ended without an entry)
+
+
+_QUICK = {}          # (target key, module path) -> _Quick
+
+
+def _quick(debugger, target, module, path, own, report):
+    """Start the job that writes the module's side file with registers (core.elf.sidework) and
+    attach, meanwhile, one of the functions on the stacks (sidecache.partial)."""
+    why = sidework.start(path, debug_file=own)
+    if why is not None:
+        return _not_attached(why)
+    _QUICK[(_target_key(target), path)] = _Quick(own)
+    return _follow(debugger, target, module, path, report)
+
+
+def _follow(debugger, target, module, path, report):
+    """At a stop, for a module whose side file is being written: the entry attached where it is
+    there; else a partial file for the functions on the stacks now, where the attached one lacks
+    any of them."""
+    key = (_target_key(target), path)
+    quick = _QUICK[key]
+    made = sidecache.cached(path, debug_file=quick.own)
+    if made is not None:
+        del _QUICK[key]
+        st = _attach_entry(debugger, target, module, path, module.GetSymbolFileSpec().fullpath, made, report)
+        if quick.path is not None and made.path is not None:
+            sidecache.discard(quick.path)
+        return st
+    job = sidework.state(path, debug_file=quick.own)
+    if not job.running and not job.failed and not quick.restarted:
+        quick.restarted = True          # (it was killed: once more)
+        sidework.start(path, debug_file=quick.own)
+        job = sidework.state(path, debug_file=quick.own)
+    if not has_state(target.GetProcess()):
+        return SideFileStatus(SideFileState.WRITING, None, job.text())
+    wanted = _stack_functions(target, path)
+    if quick.path is None and not wanted:
+        # (none of its functions on the stacks: nothing to attach yet; and LLDB 23, asked for the
+        # unwind plan of a function a side file lacks, keeps that answer through the next one)
+        return SideFileStatus(SideFileState.WRITING, None, job.text())
+    if quick.path is None or not wanted <= quick.starts:
+        made = sidecache.partial(path, quick.starts | wanted, debug_file=quick.own)
+        if made.path is None:
+            return _not_attached(made.why) if made.sframe else None
+        if has_state(target.GetProcess()):
+            _drop_unloaded_twins(target, module)
+        error = _add(debugger, target, made.path)
+        if error is not None:
+            sidecache.discard(made.path)
+            return _not_attached("target symbols add: %s" % error)
+        if quick.path is not None:
+            sidecache.discard(quick.path)
+        quick.path, quick.starts = made.path, quick.starts | wanted
+    st = _check(debugger, target, path, quick.path, quick.starts)
+    if st is None:
+        return SideFileStatus(SideFileState.WRITING, None, job.text())
+    if st.state is SideFileState.STACK:
+        return SideFileStatus(SideFileState.STACK, quick.path, job.text())
+    return st
+
+
+def _stack_functions(target, path):
+    """The link-time starts of the module's SFrame functions that are on the stacks of the
+    process's threads now, as SFrame and the files' CFI unwind them."""
+    from ..core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, Stop
+    from .command.backtrace import unwind
+    sync(target)
+    index = _coverage(path)[1]
+    starts = set()
+    for thread in target.GetProcess():
+        frame = thread.GetFrameAtIndex(0)
+        if not frame.IsValid():
+            continue
+        for item in unwind(target, frame, DEFAULT_DEPTH_LIMIT, cfi=True):
+            if isinstance(item, Stop):
+                break
+            pc = item.pc if item.level == 0 or item.interrupted else item.pc - 1
+            addr = target.ResolveLoadAddress(pc)
+            if addr.GetModule().GetFileSpec().fullpath != path:
+                continue
+            fde = index.find_fde(addr.GetFileAddress())
+            if fde is not None:
+                starts.add(fde.start)
+    return frozenset(starts)
+
+
+def wait(debugger, target, report=None, interrupted=lambda: False, poll=0.1):
+    """Wait until every module whose side file is being written has it, then attach it.  (The
+    frames LLDB has worked out at this stop already keep what they had: LLDB offers no way to make
+    it work them out again; the frames it has not worked out yet, and the next stop's, use it.)"""
+    import time
+    key = _target_key(target)
+    attach(debugger, target, report)       # (modules not seen before)
+    owns = {path: quick.own for (t, path), quick in _QUICK.items() if t == key}
+    owns.update({path: own for (t, path), own in _SESSION_FILES.items() if t == key})
+    pending = list(owns)
+    while pending and not interrupted():
+        jobs = [sidework.state(path, debug_file=owns[path]) for path in pending]
+        if not any(job.running for job in jobs):
+            break
+        time.sleep(poll)
+    attach(debugger, target, report)
+
+
 def attach(debugger, target, report=None):
     """Attach the side files of the target's modules not seen before, and check at a stop those
     attached before there was a process (the target is selected)."""
@@ -307,7 +489,11 @@ def attach(debugger, target, report=None):
         path = module.GetFileSpec().fullpath or ""
         old = _STATUS.get((key, path))
         try:
-            if old is None:
+            if (key, path) in _QUICK:
+                st = _follow(debugger, target, module, path, report or (lambda line: None))
+            elif (key, path) in _SESSION_FILES and old is not None and old.state is SideFileState.CFA:
+                st = _session_status(path, old.path, _SESSION_FILES[(key, path)])
+            elif old is None:
                 st = _attach_one(debugger, target, module, major, report or (lambda line: None))
             elif old.state is SideFileState.PENDING:
                 st = _check(debugger, target, path, old.path) or old
@@ -354,6 +540,21 @@ def ensure_hook(debugger, class_name):
             _IN_DUMMY.append(debugger.GetID())
 
 
+def _preload():
+    """Import, in a thread of its own, what the first stop will need and nothing imported yet
+    (pyelftools' DWARF CFI reader: the C library's frames are unwound through its CFI), while LLDB
+    goes on with the user's commands (it holds Python's lock only while it runs Python)."""
+    import threading
+
+    def run():
+        try:
+            import elftools.dwarf.callframe  # noqa: F401
+            import elftools.dwarf.dwarf_expr  # noqa: F401
+        except Exception:
+            pass                  # (imported again where it is needed, and fails there in words)
+    threading.Thread(target=run, name="sframe-preload", daemon=True).start()
+
+
 def install(debugger, package):
     """At import: the cache as a debug-file search path, the stop hook, and the side files of the
     targets that exist now."""
@@ -366,6 +567,7 @@ def install(debugger, package):
     if sidecache.cache_dir() not in paths:
         _run(debugger, "settings append target.debug-file-search-paths %s" % shlex.quote(sidecache.cache_dir()))
     class_name = "%s.sidefiles.%s" % (package, HOOK_CLASS)
+    _preload()
     if debugger.GetNumTargets() == 0:
         ensure_hook(debugger, class_name)
         return

@@ -31,7 +31,8 @@ def load():
                   % ((pyver,) + MIN_PYTHON), gdb.STDERR)
         return
     try:
-        import elftools  # noqa: F401  (pyelftools: ELF sections and symbols)
+        from sframekit.core import pyelftools
+        pyelftools.load()          # (pyelftools: ELF sections and symbols, DWARF CFI)
     except ImportError:
         gdb.write("sframe-gdb: not loaded: GDB's Python %s cannot import pyelftools; install it with "
                   "'apt-get install python3-pyelftools' (or 'python%s -m pip install pyelftools').\n"

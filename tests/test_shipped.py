@@ -328,11 +328,11 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
         for shape in order:
             lines += _lldb_stop(work / shape / "ref" / "prog", shape, [("ref", _OWN)])
             lines += _lldb_stop(work / shape / "noeh" / "prog", shape,
-                                [("own", "bt\n" + _OWN), ("sbt", "sframe bt"), ("info", "sframe info")])
+                                [("own", "bt\n" + _OWN), ("sbt", "sframe bt"), ("info", "sframe info --wait")])
         sessions.append((order, run_lldb(lldb, lines, tmp_path, "shipped%d-%d" % (lldb, k))))
     late = ["target create %s" % (work / "strip-s" / "noeh" / "prog"), "command script import %s" % PLUGIN_LLDB,
             "breakpoint set -n getppid", "process launch", "script print('@@ own-late')", "bt", _OWN,
-            "script print('@@ info-late')", "sframe info", "script print('@@ end')", "process kill"]
+            "script print('@@ info-late')", "sframe info --wait", "script print('@@ end')", "process kill"]
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi-late"))
     sessions.append((("late",), run_lldb(lldb, late, tmp_path, "shipped%d-late" % lldb, preamble=False)))
     for k, (order, s) in enumerate(sessions):

@@ -366,7 +366,7 @@ def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
     gcore(toolchain, programs["frames"], core, binds=[tmp_path])
     lines += ["target create %s --core %s" % (programs["frames"], core), "script print('@@ core')", "bt",
               "script print('@@ end-core')", "target create %s" % corpus.get(toolchain, "frames", "O2-nofp").path,
-              "script print('@@ info')", "sframe info", "script print('@@ end-info')"]
+              "script print('@@ info')", "sframe info --wait", "script print('@@ end-info')"]
     s = run_lldb(lldb, lines, tmp_path, "side%d" % lldb)
     out = s.stdout + s.stderr
     assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-4000:]
@@ -424,7 +424,8 @@ def test_lldb_side_file_written_by_several_processes(tmp_path, monkeypatch, lldb
     lines = []
     for tag, exe in (("orig", orig), ("strp", strp)):
         lines += ["target create %s" % exe, "breakpoint set -n stop_here", "process launch",
-                  "script print('@@ %s')" % tag, "bt", "script print('@@ end-%s')" % tag, "process kill"]
+                  "script print('@@ %s')" % tag, "bt", "script print('@@ end-%s')" % tag, "sframe info --wait",
+                  "process kill"]
     s = run_lldb(lldb, lines, tmp_path, "many%d" % lldb)
     out = s.stdout + s.stderr
     assert s.returncode == 0 and "Traceback" not in out and "Warning" not in out and "fork" not in out, out[-4000:]
@@ -445,7 +446,10 @@ def test_lldb23_frame_variable_and_finish_with_debug_information(corpus, tmp_pat
     b = corpus.get("sid", "frames", "O2-nofp")
     lines = []
     for tag, exe in (("orig", b.path), ("noeh", b.noeh)):
-        lines += _lldb_stop(exe, "frames", tag, ["up 2", "frame variable", "frame select 0", "finish", "bt 2"])
+        # (the side file with registers attached before LLDB works out the frames above the stop's)
+        lines += ["target create %s" % exe, "breakpoint set -n %s" % LLDB_STOPS["frames"], "process launch",
+                  "sframe info --wait", "script print('@@ %s')" % tag, "bt", "up 2", "frame variable",
+                  "frame select 0", "finish", "bt 2", "script print('@@ end-%s')" % tag, "process kill", "target delete"]
     s = run_lldb(23, lines, tmp_path, "side23g")
     assert s.returncode == 0 and "@@ end-noeh" in s.stdout, (s.returncode, s.stdout[-5000:], s.stderr[-3000:])
     blocks = _blocks(s.stdout)

@@ -24,11 +24,11 @@ import array
 import gc
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from .. import parallel
 from ..arch import abi as abimod
-from ..saves import analysis as saves
+from ..saves import save as saves
 from ..sframe import format as F
 from ..sframe.index import SFrameIndex
 from ..sframe.rules import FrameRules, Rule, RuleKind
@@ -159,7 +159,8 @@ def _inputs(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optional[sa
     # (A V3 default FDE without FREs: the outermost frame throughout, as no rows say.)
     frows: Frows = index.rows(fde) or ((fde.start, None),)
     if read_code is not None:
-        return frows, saves.table(abi, index, fde, read_code, symbolize)
+        from ..saves.analysis import table  # (not imported before: a debugger's first stop needs none)
+        return frows, table(abi, index, fde, read_code, symbolize)
     return frows, [(fde.start, {r: _NOT_ANALYSED for r in abi.callee_saved if r != abi.fp})]
 
 
@@ -324,11 +325,28 @@ class _Programs:
         self.tokens: Dict[int, Tuple[Optional[FrameRules], int]] = {}
         self.issued = 0
         self.programs: Dict[tuple, bytes] = {}
+        self.by_fres: Dict[tuple, bytes] = {}    # without the analysis: (FDE type, FREs) -> program
         self.answers: Dict[int, Tuple[Dict[int, saves.Save], tuple]] = {}   # the analysis' answers' columns
 
     def program(self, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
                 symbolize: Optional[saves.Symbolize]) -> bytes:
         """The call-frame instructions of one function (of a MASK FDE: of each block)."""
+        if read_code is None:
+            # Without the analysis a program depends only on the FDE type and the FREs' starts
+            # and bytes (index._interpret's key): looked up by them before anything is decoded.
+            raw = index.section.raw_fres(fde)
+            key = (fde.info2, tuple([(start, words) for _off, start, words in raw]))
+            got = self.by_fres.get(key)
+            if got is None:
+                got = self._program(index, fde, read_code, symbolize)
+                if len(self.by_fres) >= self.LIMIT:
+                    self.by_fres.clear()
+                self.by_fres[key] = got
+            return got
+        return self._program(index, fde, read_code, symbolize)
+
+    def _program(self, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
+                 symbolize: Optional[saves.Symbolize]) -> bytes:
         frows, saved = _inputs(self.abi, index, fde, read_code, symbolize)
         start, tokens, regs = fde.start, self.tokens, self.regs
         shape: List[tuple] = []
@@ -393,6 +411,15 @@ class Written:
     functions: int       # SFrame FDEs turned into them
 
 
+class Progress(Protocol):
+    """Told how far a `debug_frame` is: the number of parts, then each part done (in whichever
+    process did it: core.parallel)."""
+
+    def begin(self, parts: int) -> None: ...
+
+    def part_done(self) -> None: ...
+
+
 def outermost_rows(abi: abimod.ABIInfo, start: int) -> List[CfiRow]:
     """The rows of a program's entry function (`_start`), which no SFrame FDE may cover: the
     outermost frame throughout (its RA undefined, as glibc's own CFI for it says), so that a
@@ -403,13 +430,15 @@ def outermost_rows(abi: abimod.ABIInfo, start: int) -> List[CfiRow]:
 def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
                 symbolize: Optional[saves.Symbolize] = None, address_size: int = 8,
                 keep: Optional[Callable[[int, int], bool]] = None, base: int = 0,
-                outermost: Tuple[Tuple[int, int], ...] = (), workers: Optional[int] = None) -> Written:
+                outermost: Tuple[Tuple[int, int], ...] = (), workers: Optional[int] = None,
+                progress: Optional[Progress] = None, numbers: Optional[Sequence[int]] = None) -> Written:
     """The `.debug_frame` entries of a whole SFrame section, at the addresses the index has (the
     file's own addresses for a side file).  `keep(start, end)`: write only the functions it
     accepts (None: all).  `base`: where the entries will start in the section (after a program's
     own `.debug_frame`), which the FDEs' CIE pointers count from.  `outermost`: (start, size) of
     functions without SFrame that are the outermost frame (a program's entry point).  `workers`:
-    at most this many processes (None: one per core; core.parallel)."""
+    at most this many processes (None: one per core; core.parallel).  `progress`: told of each part
+    done.  `numbers`: the FDEs to write (None: all; else in one process, each decoded alone)."""
     abi = abimod.info(index.abi)
     e = ">" if abi.big_endian else "<"
     addr_fmt = {4: "I", 8: "Q"}[address_size]
@@ -438,20 +467,28 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         got = _Part(bytearray(), array.array("I"), [], 0)
         blob, offsets, runs = got.entries, got.offsets, got.runs
         programs = _Programs(abi, e)
+        kinds: Dict[Tuple[int, int], Tuple[str, bool]] = {}   # (FDE info, info2) -> (augmentation, MASK?)
         for fde in index.section.fdes(*span):
             end = fde.start + fde.size
             if keep is not None and not keep(fde.start, end):
                 continue
             program = programs.program(index, fde, read_code, symbolize)
-            aug = ("S" if fde.signal and index.version == 3 else "") + \
-                ("B" if abi.pointer_auth and fde.pauth_key is F.PAuthKey.B else "")
+            kind = kinds.get((fde.info, fde.info2))
+            if kind is None:
+                kind = kinds[(fde.info, fde.info2)] = (
+                    ("S" if fde.signal and index.version == 3 else "")
+                    + ("B" if abi.pointer_auth and fde.pauth_key is F.PAuthKey.B else ""),
+                    fde.pc_type is F.PCType.MASK)
+            aug = kind[0]
             if not runs or runs[-1][1] != aug:
                 runs.append((len(offsets), aug))
-            block = fde.block_size if fde.pc_type is F.PCType.MASK and fde.block_size else fde.size
+            block = fde.block_size if kind[1] and fde.block_size else fde.size
             for first in range(fde.start, end, block) if block > 0 and block != fde.size else (fde.start,):
                 offsets.append(len(blob))
                 blob += entry(first, min(block, end - first), program)
             got.functions += 1
+        if progress is not None:
+            progress.part_done()
         return got
 
     def place(got: _Part) -> None:
@@ -473,12 +510,17 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         place(_Part(bytearray(entry(start, size, row_program(outermost_rows(abi, start), start, e))),
                     array.array("I", [0]), [(0, "")], 0))
         fdes += 1
-    lo, hi = index.text_range()
-    count = parallel.workers(hi - lo, CODE_PER_WORKER * (1 if read_code is not None else 4), workers)
-    spans = _spans(index, 1 if count == 1 else min(count * 8, parallel.MAX_PARTS))
+    if numbers is not None:
+        count, spans = 1, [(k, k + 1) for k in sorted(set(numbers))]
+    else:
+        lo, hi = index.text_range()
+        count = parallel.workers(hi - lo, CODE_PER_WORKER * (1 if read_code is not None else 4), workers)
+        spans = _spans(index, 1 if count == 1 else min(count * 8, parallel.MAX_PARTS))
     # The analysis makes many small objects, and what it keeps it keeps in its caches: the cycle
     # collector's passes over them cost a sixth of the time (in forked children also their pages'
     # copies) and free nothing a later pass would not.
+    if progress is not None:
+        progress.begin(len(spans))
     collecting = gc.isenabled()
     gc.disable()
     try:

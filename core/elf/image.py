@@ -155,6 +155,17 @@ def read_at(stream, offset: int, size: int, what: str) -> bytes:
     return data
 
 
+def _entries_with(table: bytes, size: int, field: int, value: bytes) -> bytes:
+    """The entries of a table of `size`-byte entries whose bytes at `field` are `value`."""
+    out = []
+    k = table.find(value)
+    while k >= 0:
+        if k % size == field:
+            out.append(table[k - field:k - field + size])
+        k = table.find(value, k + 1)
+    return b"".join(out)
+
+
 def _name_at(table: bytes, offset: int) -> str:
     """The NUL-terminated name at `offset` of a string table ("" past its end)."""
     end = table.find(b"\0", offset)
@@ -490,22 +501,26 @@ class ElfImage:
             return None
         return load_elf(self.path, load, "section %s" % name)
 
-    def _read_symbols(self, elf, sections: List[SectionHeader]):
-        """Function symbols (address, size, name), from .symtab, else .dynsym, sorted by address.
-        In a relocatable file a symbol's value is an offset in its section: placed as the
-        sections are.  The table is unpacked with `struct` (pyelftools' parser takes about 70 µs
-        a symbol: a C library's 13,000 cost a second); only functions' names are decoded."""
+    def _function_symbols(self, elf, sections: List[SectionHeader], at: Optional[int] = None):
+        """(strtab, [(address, size, name offset, binding)]) of the function symbols of .symtab,
+        else .dynsym ((b"", []) where neither has any); with `at`, of those of the first table whose
+        value is `at`, found by their value's bytes (not in a relocatable file).  The table is unpacked
+        with `struct` (pyelftools' parser takes about 70 µs a symbol: a C library's 13,000 cost a
+        second).  In a relocatable file a symbol's value is an offset in its section: placed as the
+        sections are."""
         order = ">" if self.big_endian else "<"
-        layout = order + ("IBBHQQ" if self.elfclass == 64 else "IIIBBH")
+        wide = self.elfclass == 64
+        layout = order + ("IBBHQQ" if wide else "IIIBBH")
         size = struct.calcsize(layout)
         for name in (".symtab", ".dynsym"):
             tab = _section_named(sections, name)
             if tab is None or tab.type == SHT_NOBITS or tab.link >= len(sections):
                 continue
             data = section_data(elf, tab)
-            strtab = section_data(elf, sections[tab.link])
             data = data[:len(data) - len(data) % size]
-            syms: Dict[int, Tuple[int, int, int]] = {}
+            if at is not None:
+                data = _entries_with(data, size, 8 if wide else 4, struct.pack(order + ("Q" if wide else "I"), at))
+            out = []
             for fields in struct.iter_unpack(layout, data):
                 if self.elfclass == 64:
                     st_name, info, _other, shndx, value, st_size = fields
@@ -519,14 +534,48 @@ class ElfImage:
                     value += self._addrs[shndx]
                 elif not value:
                     continue
-                old = syms.get(value)
-                # Prefer global names over local aliases at the same address.
-                if old is None or (info >> 4 == _STB_GLOBAL and old[2] != _STB_GLOBAL):
-                    syms[value] = (st_size, st_name, info >> 4)
-            if syms:
-                return [(addr, st_size, _name_at(strtab, st_name))
-                        for addr, (st_size, st_name, _bind) in sorted(syms.items())]
-        return []
+                out.append((value, st_size, st_name, info >> 4))
+            if out or at is not None:      # (with `at`: the first table's, found or not)
+                return section_data(elf, sections[tab.link]), out
+        return b"", []
+
+    def _read_symbols(self, elf, sections: List[SectionHeader]):
+        """Function symbols (address, size, name), sorted by address; only functions' names are
+        decoded."""
+        strtab, found = self._function_symbols(elf, sections)
+        syms: Dict[int, Tuple[int, int, int]] = {}
+        for value, st_size, st_name, bind in found:
+            old = syms.get(value)
+            # Prefer global names over local aliases at the same address.
+            if old is None or (bind == _STB_GLOBAL and old[2] != _STB_GLOBAL):
+                syms[value] = (st_size, st_name, bind)
+        return [(addr, st_size, _name_at(strtab, st_name)) for addr, (st_size, st_name, _bind) in sorted(syms.items())]
+
+    def extent_at(self, addr: int) -> Optional[Tuple[int, int]]:
+        """(start, size) of the function symbol `function_at` finds, without reading every
+        symbol's name: one function of a large program (its entry point), found in a pass over its
+        table, and where a symbol starts at `addr` (as `_start` does), in the table's bytes."""
+        if self._symbols is not None:
+            got = self.function_at(addr)
+            return (got[0], got[1]) if got is not None else None
+
+        def load(elf, _fh):
+            sections = section_headers(elf)
+            if not self.relocatable:
+                strtab, exact = self._function_symbols(elf, sections, addr)
+                if exact:
+                    return exact
+            return self._function_symbols(elf, sections)[1]
+        try:
+            found = load_elf(self.path, load, "its symbols")
+        except ElfError:
+            return None
+        best = None                  # (address, size, binding), the alias kept as _read_symbols keeps it
+        for value, size, _name, bind in found:
+            if value <= addr and (best is None or value > best[0] or (
+                    value == best[0] and bind == _STB_GLOBAL and best[2] != _STB_GLOBAL)):
+                best = (value, size, bind)
+        return (best[0], best[1]) if best is not None and addr < best[0] + max(best[1], 1) else None
 
     def _symtab(self):
         if self._symbols is None:

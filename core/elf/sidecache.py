@@ -5,6 +5,10 @@ Layout, under the cache directory (the user's alone: mode 0700, files 0600):
 
     copies/BUILDID/SHAPE.debug   the side file of one copy of a build
     copies/BUILDID/SHAPE.json    what it was made from, its size and SHA-256 (or why none is needed)
+    copies/BUILDID/SHAPE.lock, .progress, .failed
+                                 the background job writing it (core.elf.sidework)
+    stack/BUILDID-SHAPE-PID-N.debug  a debugger's side file of the functions on its stacks, until
+                                 the entry is there (`partial`)
     .build-id/xx/rest.debug      a link to the copy's side file used last: where debuggers look a
                                  separate debug file up by build ID (LLDB's debug-file search path)
 
@@ -19,12 +23,15 @@ own CFI covers every SFrame function) is recorded as such and not examined again
 """
 
 import hashlib
+import itertools
 import json
 import os
 import stat
-from typing import List, NamedTuple, Optional, Tuple
+import struct
+from typing import Collection, NamedTuple, Optional, Tuple, Union
 
 from ..dwarf.coverage import ALL_COVERED
+from ..dwarf.writer import Progress
 from ..errors import ElfError, NoSFrameError, SFrameError
 from . import sidefile
 from .image import SHF_ALLOC, load_elf, section_data, section_headers
@@ -124,9 +131,8 @@ def _file_digest(path: str) -> Tuple[int, str]:
 
 def check(path: str, meta: dict, copy: _Copy) -> Optional[str]:
     """Why the side file at `path` cannot serve `copy` (None: it can): not the file recorded
-    (truncated, altered), not ELF, no `.debug_frame` that parses, another build ID, other
+    (truncated, altered), not ELF, no `.debug_frame` whose entries chain, another build ID, other
     addresses."""
-    from ..dwarf.coverage import DEBUG_FRAME, CfiIndex, CfiSection
     try:
         size, digest = _file_digest(path)
     except OSError as exc:
@@ -149,12 +155,40 @@ def check(path: str, meta: dict, copy: _Copy) -> Optional[str]:
         return "its sections are not at the program's addresses"
     if not frame:
         return "it has no .debug_frame"
-    problems: List[str] = []
-    cfi = CfiIndex(lambda: [CfiSection(DEBUG_FRAME, frame, 0, big_endian=big, addr_size=size)], problems.append)
-    cfi.find(0)
-    if problems:
-        return "its .debug_frame does not parse: %s" % problems[0]
-    return None
+    broken = _unchained(frame, ">" if big else "<")
+    return "its .debug_frame does not parse: %s" % broken if broken else None
+
+
+def _unchained(frame: bytes, e: str) -> Optional[str]:
+    """Why the entries of a `.debug_frame` do not follow one another from its start to its end,
+    each FDE pointing at a CIE (None: they do).  The file's digest says it is the one written; this
+    says that what was written can be read, at a cost per entry, not per instruction (a whole
+    parse of a large program's took longer than the rest of a session's first stop)."""
+    word, wide = struct.Struct(e + "I").unpack_from, struct.Struct(e + "Q").unpack_from
+    cies, fdes = set(), []
+    at, end = 0, len(frame)
+    while at < end:
+        if at + 4 > end:
+            return "an entry at %#x runs past its end" % at
+        (length,) = word(frame, at)
+        size, id_at = 4, at + 4
+        if length == 0xFFFFFFFF:
+            if at + 12 > end:
+                return "an entry at %#x runs past its end" % at
+            (length,) = wide(frame, at + 4)
+            size, id_at = 12, at + 12
+        stop = at + size + length
+        if length and (stop > end or length < (8 if size == 12 else 4)):
+            return "the entry at %#x runs past its end" % at
+        if length:
+            (cie,) = wide(frame, id_at) if size == 12 else word(frame, id_at)
+            if cie == (0xFFFFFFFFFFFFFFFF if size == 12 else 0xFFFFFFFF):
+                cies.add(at)
+            else:
+                fdes.append((at, cie))
+        at = stop
+    stray = next(((at, cie) for at, cie in fdes if cie not in cies), None)
+    return "the FDE at %#x points at no CIE (%#x)" % stray if stray else None
 
 
 def _link_as_search_entry(entry: str, directory: str, build_id: bytes) -> None:
@@ -180,10 +214,21 @@ def search_entry(directory: str, build_id: bytes) -> str:
     return debug_file_path(directory, build_id)
 
 
-def side_file(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Made:
-    """The side file of this copy of `program`, from the cache (checked) or written into it now.
-    `debug_file`: the program's own separate debug file, whose debug information and symbols the
-    side file carries too."""
+class _Place(NamedTuple):
+    """Where one copy's side file is kept in the cache."""
+    directory: str
+    copy: _Copy
+    entry: str               # copies/BUILDID/SHAPE.debug
+    meta: str                # copies/BUILDID/SHAPE.json
+
+    def beside(self, suffix: str) -> str:
+        """A file of this entry's own (its lock, its progress), named SHAPE + suffix."""
+        return self.entry[:-len(".debug")] + suffix
+
+
+def place(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Union[_Place, Made]:
+    """Where this copy of `program` has its side file in the cache (created, private), or why it
+    cannot have one (a Made)."""
     try:
         directory = private_dir(directory or cache_dir())
     except CacheError as exc:
@@ -192,36 +237,58 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
         copy = _copy_of(program, debug_file)
     except (ElfError, OSError) as exc:
         return Made(None, str(exc) if isinstance(exc, ElfError) else "%s: %s" % (program, exc.strerror))
-    bid = copy.build_id.hex()
     try:
-        where = private_dir(os.path.join(private_dir(os.path.join(directory, "copies")), bid))
+        where = private_dir(os.path.join(private_dir(os.path.join(directory, "copies")), copy.build_id.hex()))
     except CacheError as exc:
         return Made(None, str(exc))
-    entry = os.path.join(where, copy.shape + ".debug")
-    meta_path = os.path.join(where, copy.shape + ".json")
-    redone = ""
+    return _Place(directory, copy, os.path.join(where, copy.shape + ".debug"), os.path.join(where, copy.shape + ".json"))
+
+
+def _lookup(at: _Place) -> Tuple[Optional[Made], str]:
+    """(the cache's answer for this copy, None where it has none; why a bad entry must be written
+    again, "" where there is none)."""
     try:
-        with open(meta_path) as fh:
+        with open(at.meta) as fh:
             meta = json.load(fh)
         if not isinstance(meta, dict) or meta.get("version") != _META_VERSION:
             raise ValueError("a record of another version")
     except FileNotFoundError:
-        meta = None
+        return None, ""
     except (OSError, ValueError) as exc:
-        meta, redone = None, "its record cannot be read (%s)" % exc
-    if meta is not None:
-        why = meta.get("why")
-        if why and isinstance(why, str):
-            return Made(None, why, sframe=why != NO_SFRAME)
-        redone = check(entry, meta, copy) or ""
-        if not redone:
-            _link_as_search_entry(entry, directory, copy.build_id)
-            return Made(entry, "cached")
+        return None, "its record cannot be read (%s)" % exc
+    why = meta.get("why")
+    if why and isinstance(why, str):
+        return Made(None, why, sframe=why != NO_SFRAME), ""
+    redone = check(at.entry, meta, at.copy) or ""
+    if redone:
+        return None, redone
+    _link_as_search_entry(at.entry, at.directory, at.copy.build_id)
+    return Made(at.entry, "cached"), ""
+
+
+def cached(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Optional[Made]:
+    """The side file of this copy of `program` where the cache has a good one (or knows why it
+    needs none, or why it cannot have one); None where it must be written."""
+    at = place(program, directory, debug_file)
+    return at if isinstance(at, Made) else _lookup(at)[0]
+
+
+def side_file(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None,
+              progress: Optional[Progress] = None) -> Made:
+    """The side file of this copy of `program`, from the cache (checked) or written into it now.
+    `debug_file`: the program's own separate debug file, whose debug information and symbols the
+    side file carries too.  `progress`: told how far the analysis is, where it is written."""
+    at = place(program, directory, debug_file)
+    if isinstance(at, Made):
+        return at
+    got, redone = _lookup(at)
+    if got is not None:
+        return got
     note = ""
     try:
-        made = sidefile.write(program, entry, debug_file=debug_file)
+        made = sidefile.write(program, at.entry, debug_file=debug_file, progress=progress)
         if made.functions == 0:
-            os.unlink(entry)
+            os.unlink(at.entry)
             note = COVERED
     except NoSFrameError:
         note = NO_SFRAME
@@ -230,18 +297,93 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     except ElfError as exc:
         return Made(None, str(exc))
     except OSError as exc:
-        return Made(None, "cannot write the side file into the cache %s: %s" % (directory, exc.strerror))
+        return Made(None, "cannot write the side file into the cache %s: %s" % (at.directory, exc.strerror))
     record = {"version": _META_VERSION, "program": os.path.realpath(program), "why": note}
     try:
         if not note:
-            record["size"], record["sha256"] = _file_digest(entry)
-        sidefile.write_private(meta_path, json.dumps(record, indent=1).encode())
+            record["size"], record["sha256"] = _file_digest(at.entry)
+        sidefile.write_private(at.meta, json.dumps(record, indent=1).encode())
     except OSError as exc:
-        return Made(None, "cannot write the side file into the cache %s: %s" % (directory, exc.strerror))
+        return Made(None, "cannot write the side file into the cache %s: %s" % (at.directory, exc.strerror))
     if note:
         return Made(None, note, sframe=note != NO_SFRAME)
-    _link_as_search_entry(entry, directory, copy.build_id)
-    return Made(entry, "written", True, redone=redone)
+    _link_as_search_entry(at.entry, at.directory, at.copy.build_id)
+    return Made(at.entry, "written", True, redone=redone)
+
+
+_STACK_FILES = itertools.count()
+
+
+def partial(program: str, starts: Optional[Collection[int]], directory: Optional[str] = None,
+            debug_file: Optional[str] = None) -> Made:
+    """A side file of CFA, RA and FP rows only (every callee-saved register undefined: never
+    wrong), of the functions that start at `starts` (link-time addresses) alone: what a debugger
+    needs to unwind the stacks of one stop, made in time proportional to them; of every function
+    where `starts` is None.  Not an entry of the cache but this process's own file under stack/, a
+    new one at each call (a debugger that has read a file by a name may read it again); those of
+    processes that have ended are removed."""
+    at = place(program, directory, debug_file)
+    if isinstance(at, Made):
+        return at
+    try:
+        where = private_dir(os.path.join(at.directory, "stack"))
+    except CacheError as exc:
+        return Made(None, str(exc))
+    _remove_stale(where)
+    path = os.path.join(where, "%s-%s-%d-%d.debug" % (at.copy.build_id.hex(), at.copy.shape, os.getpid(),
+                                                       next(_STACK_FILES)))
+    try:
+        sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts)
+    except NoSFrameError:
+        return Made(None, NO_SFRAME, sframe=False)
+    except SFrameError as exc:
+        return Made(None, str(exc), sframe=False)
+    except ElfError as exc:
+        return Made(None, str(exc))
+    except OSError as exc:
+        return Made(None, "cannot write the side file into the cache %s: %s" % (where, exc.strerror))
+    return Made(path, "CFA, RA and FP", True)
+
+
+def is_partial(path: str) -> bool:
+    """Is `path` a file `partial` made?"""
+    return os.path.basename(os.path.dirname(path)) == "stack" and path.endswith(".debug") or \
+        os.path.basename(os.path.dirname(path)) == "stack" and path.endswith(".debug.again")
+
+
+def discard(path: str) -> None:
+    """Remove a file `partial` made (and a link to it beside it), once it is replaced."""
+    for name in (path, path + ".again"):
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+
+
+def _remove_stale(where: str) -> None:
+    """Remove the files under stack/ of processes that have ended."""
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) < 4 or not parts[2].isdigit() or _alive(int(parts[2])):
+            continue
+        try:
+            os.unlink(os.path.join(where, name))
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def is_entry_of(path: str, made: Made) -> bool:

@@ -26,11 +26,11 @@ debug sections and the symbol table are copied, the others become SHT_NULL.
 import os
 import struct
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Collection, List, Optional, Tuple
 
 from ..arch import abi as abimod
 from ..dwarf.coverage import CfiIndex
-from ..dwarf.writer import debug_frame
+from ..dwarf.writer import Progress, debug_frame
 from ..errors import ElfError
 from ..sframe.index import SFrameIndex
 from . import entry as entrymod
@@ -60,7 +60,7 @@ class SideFile:
     build_id: Optional[bytes]
     functions: int            # SFrame functions written out
     fdes: int                 # DWARF FDEs (a PLT's MASK FDE gives one per entry)
-    skipped: int              # functions left out: the program's own CFI covers them
+    skipped: int              # functions left out: the program's own CFI covers them, or not asked for
     symtab_from_dynsym: bool  # the program has no .symtab: the side file's is its .dynsym and a symbol per FDE
 
 
@@ -145,9 +145,8 @@ def _entry(image: ElfImage, index: SFrameIndex, keep) -> Tuple[Tuple[int, int], 
     entry = entrymod.program_entry(entrymod.file_reader(image.path))
     if entry is None:
         return ()
-    func = image.function_at(entry)
     extent = entrymod.entry_extent_in(abimod.info(index.abi), entry, image.code_reader(), index,
-                                      symbol=(func[0], func[1]) if func is not None else None)
+                                      symbol=image.extent_at(entry))
     if extent is None or (keep is not None and not keep(*extent)):
         return ()
     return ((extent[0], extent[1] - extent[0]),)
@@ -165,12 +164,15 @@ def _keep_entry(keep, outermost):
 
 
 def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False,
-          workers: Optional[int] = None, debug_file: Optional[str] = None) -> SideFile:
+          workers: Optional[int] = None, debug_file: Optional[str] = None, only: Optional[Collection[int]] = None,
+          progress: Optional[Progress] = None) -> SideFile:
     """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
     covers are left out (a debugger takes the program's CFI there) unless `all_functions`.
     `workers`: analyse in at most this many processes (None: one per core; core.parallel).
     `debug_file`: the program's own separate debug file, whose debug information and symbols the
-    side file then carries (a debugger takes the side file in its place)."""
+    side file then carries (a debugger takes the side file in its place).  `only`: the link-time
+    starts of the functions to write (None: all); the entry code is written all the same.
+    `progress`: told how far the analysis is (core.dwarf.writer.Progress)."""
     image = ElfImage(program)
     sf = image.require_sframe()
     prog = _read_program(program)
@@ -183,11 +185,15 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     if abimod.info(index.abi) is not abi:
         raise ElfError("%s: its SFrame section is for %s, the file for %s" % (program, abimod.info(index.abi).name, abi.name))
     keep = None if all_functions else _uncovered(image)
+    starts = None if only is None else frozenset(only)
+    numbers = None if starts is None else [fde.index for fde in map(index.find_fde, starts)
+                                           if fde is not None and fde.start in starts]
     total = len(index)
     outermost = _entry(image, index, keep)
     written = debug_frame(index, image.code_reader() if callee_saved else None, symbolize=image.symbolize,
                           address_size=8 if prog.elfclass == 64 else 4, keep=_keep_entry(keep, outermost),
-                          base=len(prog.frame), outermost=outermost, workers=workers)
+                          base=len(prog.frame), outermost=outermost, workers=workers, progress=progress,
+                          numbers=numbers)
     symbols = None
     if not prog.has_symtab:
         symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None)

@@ -63,7 +63,10 @@ def activity_line(active: bool, why: Optional[str]) -> str:
 
 class SideFileState(Enum):
     ATTACHED = "attached"
+    STACK = "attached for the functions on the stacks"   # CFA, RA and FP; the full file being written
+    CFA = "attached, CFA, RA and FP only"   # for the session (the debugger keeps a module's first side file)
     PENDING = "attached, not checked yet"   # no process yet: checked at the first stop
+    WRITING = "being written"               # none of its functions on the stacks yet (or no process)
     LATE = "attached late"                  # the debugger planned the module's unwinding before it
     NOT_ATTACHED = "not attached"
 
@@ -73,11 +76,18 @@ class SideFileStatus:
     """A module's side file of DWARF CFI made from its SFrame, as the debugger has it."""
     state: SideFileState
     path: Optional[str] = None      # the side file
-    why: Optional[str] = None       # NOT_ATTACHED, PENDING and LATE: why, in words
+    why: Optional[str] = None       # all but ATTACHED: why, or how far, in words
 
     def text(self) -> str:
         if self.state is SideFileState.ATTACHED:
             return "attached (%s)" % self.path
+        if self.state is SideFileState.STACK:
+            return ("attached for the functions on the stacks, CFA, RA and FP only (%s); the callee-saved registers "
+                    "follow: %s" % (self.path, self.why))
+        if self.state is SideFileState.CFA:
+            return "attached, CFA, RA and FP only (%s): %s" % (self.path, self.why)
+        if self.state is SideFileState.WRITING:
+            return "being written (%s); meanwhile the functions on the stacks are attached at each stop" % self.why
         if self.state is SideFileState.PENDING:
             return "attached, not checked yet: %s (%s)" % (self.why, self.path)
         if self.state is SideFileState.LATE:

@@ -23,7 +23,7 @@ from ..access import (
     sync,
     where_of,
 )
-from .common import Command, parse
+from .common import Command, built_once, parse
 
 
 def _parser():
@@ -43,7 +43,7 @@ def _parser():
 
 class BacktraceCommand(Command):
     short = "Backtrace of a thread unwound with SFrame (not with LLDB's unwinder)."
-    parser = _parser()
+    parser = built_once(_parser)
     long = """Each line gives the frame like `bt`, what unwinds it in [brackets] (what covers its PC and so
 found its caller: sframe, DWARF CFI, frame pointer, signal frame; on the last frame: outermost, no
 SFrame or not unwound) and its CFA, with the FDE that gave it.  The last line says why the unwind

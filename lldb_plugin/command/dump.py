@@ -5,7 +5,7 @@ import os
 from ...core.cli import options as O
 from ...core.report.dump import dump_file
 from ..access import UserError
-from .common import Command, parse
+from .common import Command, built_once, parse
 
 
 def _parser():
@@ -17,7 +17,7 @@ def _parser():
 
 class DumpCommand(Command):
     short = "Print a loaded module's SFrame section like readelf --sframe."
-    parser = _parser()
+    parser = built_once(_parser)
 
     def run(self, debugger, command, exe_ctx):
         opts = parse(self.parser, command)

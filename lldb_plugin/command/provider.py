@@ -6,7 +6,7 @@ import lldb
 
 from ...core.cli import options as O
 from ..access import UserError
-from .common import Command, parse
+from .common import Command, built_once, parse
 
 
 def _parser():
@@ -18,7 +18,7 @@ def _parser():
 
 class ProviderCommand(Command):
     short = "Control the SFrame frame provider for LLDB's own bt (LLDB 22 and later): on, off, status."
-    parser = _parser()
+    parser = built_once(_parser)
     long = """LLDB 22 added scripted frame providers: a Python class that gives the frames of LLDB's own `bt`,
 `frame select`, `up`/`down`, `frame variable` and `finish`.  Where this LLDB has them and they
 work, `sframe provider on` would register one that unwinds with SFrame.  `status` says whether

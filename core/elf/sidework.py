@@ -1,0 +1,230 @@
+"""The cache entry of a side file with registers (core.elf.sidecache), written behind a debugger:
+a process of its own, so that the debugger's first stop waits for nothing but the functions on its
+stacks (sidecache.partial).
+
+`start` forks twice from the debugger: the job is in a session of its own (no terminal, no
+signal meant for the debugger), at the idle priority (SCHED_IDLE: it takes only the CPU time
+the debugger and its inferior leave), with none of the debugger's files open, and
+no child of the debugger (nothing to reap; it outlives a debugger that quits).  It runs the
+analysis on the cores the machine gives it (core.parallel) and writes the entry as `side_file`
+does: the file renamed into place, then its record, so that a job killed halfway leaves the
+cache without the entry, never with half of one.
+
+Beside the entry (sidecache._Place.beside):
+
+    SHAPE.lock       held by the job while it works: two debuggers on one build start two jobs,
+                     and the second, once it has the lock, finds the entry written and leaves
+    SHAPE.progress   the number of parts, a line, then a byte per part done (any process of the job)
+    SHAPE.failed     why the last job wrote no entry (an error, in one line)
+"""
+
+import fcntl
+import os
+import signal
+import sys
+from typing import NamedTuple, Optional
+
+from . import sidecache
+
+
+class Job(NamedTuple):
+    """How far the job of one copy's side file is."""
+    running: bool
+    parts: int = 0           # the analysis' parts (0: not begun)
+    done: int = 0            # parts done
+    failed: str = ""         # why the last job wrote no entry
+
+    def text(self) -> str:
+        if self.failed and not self.running:
+            return "the analysis failed: %s" % self.failed
+        if not self.running:
+            return "the analysis is not running"
+        if not self.parts:
+            return "the analysis is starting"
+        return "the analysis is %d%% done" % (100 * self.done // self.parts)
+
+
+class _ProgressFile:
+    """core.dwarf.writer.Progress into SHAPE.progress: appended to by every process of the job (a
+    write of a few bytes to a file opened for appending is one)."""
+
+    def __init__(self, path: str):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+
+    def begin(self, parts: int) -> None:
+        os.write(self.fd, b"%d\n" % parts)
+
+    def part_done(self) -> None:
+        os.write(self.fd, b".")
+
+
+def _held(lock: str) -> bool:
+    """Does a job hold this lock now?"""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def state(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Job:
+    """How far the job writing this copy's side file is."""
+    at = sidecache.place(program, directory, debug_file)
+    if isinstance(at, sidecache.Made):
+        return Job(False, failed=at.why)
+    running = _held(at.beside(".lock"))
+    parts = done = 0
+    try:
+        with open(at.beside(".progress"), "rb") as fh:
+            head, _, dots = fh.read().partition(b"\n")
+        parts, done = int(head), len(dots)
+    except (OSError, ValueError):
+        pass
+    failed = ""
+    try:
+        with open(at.beside(".failed")) as fh:
+            failed = fh.read().strip()
+    except OSError:
+        pass
+    return Job(running, parts, min(done, parts), failed)
+
+
+def start(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Optional[str]:
+    """Start the job that writes this copy's side file into the cache, unless one is running.
+    None: started (or running); else why not, in one line."""
+    at = sidecache.place(program, directory, debug_file)
+    if isinstance(at, sidecache.Made):
+        return at.why
+    if _held(at.beside(".lock")):
+        return None
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        return "cannot start the analysis: %s" % exc.strerror
+    if pid == 0:
+        code = 0
+        try:
+            debugger = os.getppid()
+            # The lock before this process ends, so that the debugger finds the job running; the
+            # job keeps it (a lock belongs to the open file, which the job shares).
+            lock = os.open(at.beside(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.setsid()
+            if os.fork() == 0:
+                _job(program, at, debug_file, debugger, lock)
+        except BaseException:
+            code = 1              # (another job has the lock: it writes the entry)
+        finally:
+            os._exit(code)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    return None
+
+
+def _job(program: str, at, debug_file: Optional[str], debugger: int, lock: int) -> None:
+    """The job's whole life, the lock held (never returns)."""
+    code = 1
+    try:
+        _detach(lock)
+        _until_idle(debugger)
+        if sidecache.cached(program, at.directory, debug_file) is None:
+            _remove_leftovers(at)
+            progress = _ProgressFile(at.beside(".progress"))
+            made = sidecache.side_file(program, at.directory, debug_file, progress=progress)
+            if made.path is None and made.sframe and made.why not in (sidecache.COVERED, sidecache.NO_SFRAME):
+                _failed(at, made.why)
+            else:
+                _unlink(at.beside(".failed"))
+            _unlink(at.beside(".progress"))
+        code = 0
+    except BaseException as exc:        # (the debugger's next stop reads why)
+        try:
+            _failed(at, "%s: %s" % (type(exc).__name__, exc))
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
+
+
+def _failed(at, why: str) -> None:
+    from .sidefile import write_private
+    write_private(at.beside(".failed"), why.replace("\n", " ").encode())
+
+
+def _detach(lock: int) -> None:
+    """Leave the debugger's world: its files (a terminal a test waits on, its ptrace and pipe
+    descriptors; `lock` is kept), its signal dispositions, its priority."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, lock)
+    os.closerange(lock + 1, _max_fd())
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))    # (the CPU time no one else wants)
+    except (AttributeError, OSError):
+        try:
+            os.nice(19)
+        except OSError:
+            pass
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+
+
+def _cpu_time(pid: int) -> Optional[int]:
+    """The CPU time (clock ticks, user and system) process `pid` has used, None once it has ended."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _until_idle(pid: int, poll: float = 0.05, quiet: int = 2, limit: float = 3.0) -> None:
+    """Wait until the debugger has used no CPU time for `quiet` polls in a row (it has shown its
+    stop and waits for the user), it has ended, or `limit` seconds have passed: at the idle
+    priority the job still shares the caches and memory of the machine with the debugger, which
+    slowed its first stop by a fourth."""
+    import time
+    last, still, waited = _cpu_time(pid), 0, 0.0
+    while last is not None and still < quiet and waited < limit:
+        time.sleep(poll)
+        waited += poll
+        now = _cpu_time(pid)
+        still = still + 1 if now == last else 0
+        last = now
+
+
+def _max_fd() -> int:
+    try:
+        return max(os.sysconf("SC_OPEN_MAX"), 256)
+    except (ValueError, OSError):
+        return 1024
+
+
+def _remove_leftovers(at) -> None:
+    """The temporary files of a job killed while it wrote (their names end in .tmpPID)."""
+    where = os.path.dirname(at.entry)
+    stem = os.path.basename(at.entry)[:-len(".debug")]
+    for name in os.listdir(where):
+        if name.startswith(stem) and ".tmp" in name:
+            _unlink(os.path.join(where, name))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
