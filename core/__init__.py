@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 LAYERS = (
     "errors",           # the project's exceptions
     "parallel",         # work shared among forked processes
+    "pyelftools",       # pyelftools imported without pdb
     "sframe.format",    # the SFrame binary layout, names and numbers (the ABIs' identifiers among them)
     "arch",             # ABI descriptions and signal-frame layouts
     "sframe",           # the SFrame codec, rules and index

@@ -16,12 +16,14 @@ Beside the entry (sidecache._Place.beside):
                      and the second, once it has the lock, finds the entry written and leaves
     SHAPE.progress   the number of parts, a line, then a byte per part done (any process of the job)
     SHAPE.failed     why the last job wrote no entry (an error, in one line)
+    SHAPE.log        a line for each job: it wrote the entry (in how long), found it written, failed
 """
 
 import fcntl
 import os
 import signal
 import sys
+import time
 from typing import NamedTuple, Optional
 
 from . import sidecache
@@ -134,16 +136,23 @@ def _job(program: str, at, debug_file: Optional[str], debugger: int, lock: int) 
     code = 1
     try:
         _detach(lock)
+        os.ftruncate(lock, 0)
+        os.write(lock, b"%d\n" % os.getpid())        # (who holds it: a user, or a test, may stop it)
         _until_idle(debugger)
         if sidecache.cached(program, at.directory, debug_file) is None:
             _remove_leftovers(at)
             progress = _ProgressFile(at.beside(".progress"))
+            began = time.monotonic()
             made = sidecache.side_file(program, at.directory, debug_file, progress=progress)
             if made.path is None and made.sframe and made.why not in (sidecache.COVERED, sidecache.NO_SFRAME):
                 _failed(at, made.why)
+                _log(at, "failed: %s" % made.why)
             else:
                 _unlink(at.beside(".failed"))
+                _log(at, "wrote it in %.2f s" % (time.monotonic() - began))
             _unlink(at.beside(".progress"))
+        else:
+            _log(at, "found it written")
         code = 0
     except BaseException as exc:        # (the debugger's next stop reads why)
         try:
@@ -152,6 +161,27 @@ def _job(program: str, at, debug_file: Optional[str], debugger: int, lock: int) 
             pass
     finally:
         os._exit(code)
+
+
+def _log(at, what: str) -> None:
+    """A line in SHAPE.log: what each job did (one wrote the entry, the others found it)."""
+    fd = os.open(at.beside(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, ("%s job %d: %s\n" % (time.strftime("%Y-%m-%d %H:%M:%S"), os.getpid(), what)).encode())
+    finally:
+        os.close(fd)
+
+
+def holder(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Optional[int]:
+    """The process ID of the job working on this copy's side file, or None."""
+    at = sidecache.place(program, directory, debug_file)
+    if isinstance(at, sidecache.Made) or not _held(at.beside(".lock")):
+        return None
+    try:
+        with open(at.beside(".lock")) as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _failed(at, why: str) -> None:
@@ -197,7 +227,6 @@ def _until_idle(pid: int, poll: float = 0.05, quiet: int = 2, limit: float = 3.0
     stop and waits for the user), it has ended, or `limit` seconds have passed: at the idle
     priority the job still shares the caches and memory of the machine with the debugger, which
     slowed its first stop by a fourth."""
-    import time
     last, still, waited = _cpu_time(pid), 0, 0.0
     while last is not None and still < quiet and waited < limit:
         time.sleep(poll)

@@ -1,0 +1,198 @@
+"""LLDB's first stop in a fresh build (lldb_plugin.sidefiles, core.elf.sidework): a side file of
+CFA, RA and FP rows at once, the one with registers written behind by a process of its own.
+
+On SQLite's shell built from Debian's source package (tests/helpers/realprogs.py), `--strip-debug`
+and without `.eh_frame`, at its deep stop (the code generator, 54 frames), against LLDB on the copy
+that keeps `.eh_frame`:
+- the first stop: LLDB's frames are the reference's, and every callee-saved register of every outer
+  frame is the reference's value or unavailable (never another value);
+- the registers with the whole side file: LLDB 16 at the next stop of the same session (it reads a
+  side file that replaces another), LLDB 21 and 23 in the next session (they read a module's
+  first side file through the session): every register the reference's;
+- a session killed while its job writes, and a job killed while it writes: the cache holds the
+  whole entry or none, no temporary file is left, and the entry is the one `sframe cfi` writes;
+- two sessions at once on one build: one job writes the entry, the other finds it written.
+"""
+
+import fcntl
+import os
+import re
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from helpers import realprogs
+from helpers.lldb import run_lldb
+
+from sframekit.core.elf import sidecache, sidefile, sidework
+
+REGS = ("rbx", "rbp", "r12", "r13", "r14", "r15")
+DEEP_SQL = "select " + "x+(" * 30 + "x" + ")" * 30 + " from (select 1 as x);\n"
+_ROW = re.compile(r"^@R (\d+) (0x[0-9a-f]+) (.*)$", re.M)
+
+# Each outer frame's PC and callee-saved registers (None: unavailable), as LLDB has them.
+FRAMES = ("script for k in range(1, lldb.thread.GetNumFrames()): f = lldb.thread.GetFrameAtIndex(k); "
+          "print('@R', k, hex(f.GetPC()), ' '.join('%%s=%%s' %% (r, f.FindRegister(r).GetValue()) for r in %r))"
+          % (REGS,))
+
+
+def _copies(toolchain, work):
+    """(the program with .eh_frame, without it), both --strip-debug, and the SQL to run.  (Paths of
+    one length: the stack's addresses, in registers, are then the same in both runs.)"""
+    built = realprogs.build(toolchain, "sqlite")
+    eh, noeh = work / "eh" / "sqlite", work / "ne" / "sqlite"
+    for path in (eh, noeh):
+        path.parent.mkdir(exist_ok=True)
+    subprocess.run(["objcopy", "--strip-debug", str(built), str(eh)], check=True)
+    subprocess.run(["objcopy", "--strip-debug", "-R", ".eh_frame", "-R", ".eh_frame_hdr", str(built), str(noeh)],
+                   check=True)
+    (work / "deep.sql").write_text(DEEP_SQL)
+    return eh, noeh
+
+
+def _stop(exe, work, tag, then=()):
+    return (["target create %s" % exe, "breakpoint set -n sqlite3ExprCodeTarget", "breakpoint modify -i 44 1",
+             "process launch -i /dev/null -- -init %s :memory:" % (work / "deep.sql"),
+             "script print('@@ %s')" % tag, "bt", FRAMES, "script print('@@ end-%s')" % tag] + list(then))
+
+
+def _frames(stdout, tag):
+    """[(PC, {register: value or None})] of the outer frames between a tag's markers."""
+    block = stdout.split("@@ %s\n" % tag, 1)[1].split("@@ end-%s" % tag, 1)[0]
+    out = []
+    for _k, pc, regs in _ROW.findall(block):
+        values = dict(item.split("=", 1) for item in regs.split())
+        out.append((int(pc, 16), {r: None if v == "None" else int(v, 16) for r, v in values.items()}))
+    return out
+
+
+def _compare(got, want, what):
+    """(registers equal, unavailable) over every outer frame; AssertionError on a PC or a value
+    that differs."""
+    assert [pc for pc, _ in got] == [pc for pc, _ in want] and len(want) > 40, (what, got[:5], want[:5])
+    same = missing = 0
+    for k, ((_pc, regs), (_pc2, ref)) in enumerate(zip(got, want)):
+        for r in REGS:
+            if regs[r] is None:
+                missing += ref[r] is not None
+            else:
+                assert regs[r] == ref[r], "%s: frame #%d %s = %#x, with .eh_frame %s" % (
+                    what, k + 1, r, regs[r], ref[r] if ref[r] is None else "%#x" % ref[r])
+                same += 1
+    return same, missing
+
+
+def _settled(cache, timeout=300):
+    """Wait until no job holds a lock in the cache (a job outlives the session that started it)."""
+    deadline = time.monotonic() + timeout
+    for lock in Path(cache).rglob("*.lock"):
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "a job still holds %s" % lock
+                    time.sleep(0.1)
+        finally:
+            os.close(fd)
+
+
+def _one_entry(cache, noeh, tmp_path):
+    """The cache holds one whole entry for the program, the file `sframe cfi` writes, and nothing
+    half-written."""
+    entries = list((Path(cache) / "copies").glob("*/*.debug"))
+    assert len(entries) == 1, entries
+    assert sidecache.cached(str(noeh), str(cache)).why == "cached"
+    sidefile.write(str(noeh), str(tmp_path / "one.debug"), workers=1)
+    assert entries[0].read_bytes() == (tmp_path / "one.debug").read_bytes()
+    assert not [p for p in Path(cache).rglob("*") if ".tmp" in p.name], list(Path(cache).rglob("*"))
+
+
+@pytest.mark.parametrize("lldb", [16, 21, 23])
+def test_first_stop_never_wrong_then_registers(tmp_path, monkeypatch, lldb):
+    cache = tmp_path / "cfi"
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
+    toolchain = "host" if lldb == 16 else "sid"
+    eh, noeh = _copies(toolchain, tmp_path)
+    again = ["process continue", "script print('@@ next')", FRAMES, "script print('@@ end-next')"]
+    ref = run_lldb(lldb, _stop(eh, tmp_path, "ref") + again + ["process kill"], tmp_path, "ref%d" % lldb,
+                   preamble=False)
+    lines = _stop(noeh, tmp_path, "first", ["script print('@@ info')", "sframe info", "script print('@@ end-info')",
+                                            "sframe info --wait"]) + again + ["process kill"]
+    s = run_lldb(lldb, lines, tmp_path, "first%d" % lldb)
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-3000:]
+    info = s.stdout.split("@@ info", 1)[1]
+    kind = " for the functions on the stacks" if lldb == 16 else ", CFA, RA and FP only"
+    assert "sqlite: attached%s" % kind in info, info
+    # The first stop: right frames, no wrong register (those of outer frames are unavailable, but
+    # where a frame's own rows say the FP is unchanged or saved).
+    same, missing = _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, first stop" % lldb)
+    assert missing > same, (same, missing)
+    _settled(cache)
+    if lldb == 16:
+        # The whole side file attached at the next stop of the same session.
+        same, missing = _compare(_frames(s.stdout, "next"), _frames(ref.stdout, "next"), "LLDB 16, next stop")
+    else:
+        # LLDB 21 and 23 read a module's first side file through the session: the next one.
+        s2 = run_lldb(lldb, _stop(noeh, tmp_path, "later") + ["process kill"], tmp_path, "later%d" % lldb)
+        assert s2.returncode == 0, s2.stdout[-3000:]
+        same, missing = _compare(_frames(s2.stdout, "later"), _frames(ref.stdout, "ref"),
+                                 "LLDB %d, next session" % lldb)
+    assert same > 0 and missing <= same // 10, (same, missing)
+    _one_entry(cache, noeh, tmp_path)
+
+
+def test_killed_session_and_killed_job_leave_the_cache_whole(tmp_path, monkeypatch):
+    cache = tmp_path / "cfi"
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
+    eh, noeh = _copies("host", tmp_path)
+    # LLDB killed (SIGKILL) at its first stop, its job just begun: the job goes on alone.
+    lines = _stop(noeh, tmp_path, "killed", ["script import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    s = run_lldb(16, lines, tmp_path, "killed")
+    assert s.returncode == -signal.SIGKILL and "@@ end-killed" in s.stdout, (s.returncode, s.stdout[-2000:])
+    assert sidework.holder(str(noeh), str(cache)) is not None, "no job after the session"
+    _settled(cache)
+    _one_entry(cache, noeh, tmp_path)
+    # A job killed while it writes: no entry, and the next job writes it whole.
+    other = tmp_path / "cfi2"
+    assert sidework.start(str(noeh), str(other)) is None
+    deadline = time.monotonic() + 60
+    while sidework.state(str(noeh), str(other)).done < 2:
+        assert time.monotonic() < deadline, sidework.state(str(noeh), str(other))
+        time.sleep(0.05)
+    pid = sidework.holder(str(noeh), str(other))
+    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while sidework.holder(str(noeh), str(other)) is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert sidecache.cached(str(noeh), str(other)) is None
+    assert not sidework.state(str(noeh), str(other)).running
+    assert sidework.start(str(noeh), str(other)) is None
+    _settled(other)
+    _one_entry(other, noeh, tmp_path)
+    log = next(other.rglob("*.log")).read_text()
+    assert log.count("wrote it in") == 1, log
+
+
+def test_two_sessions_at_once_do_the_work_once(tmp_path, monkeypatch):
+    cache = tmp_path / "cfi"
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
+    eh, noeh = _copies("host", tmp_path)
+    ref = run_lldb(16, _stop(eh, tmp_path, "ref") + ["process kill"], tmp_path, "ref", preamble=False)
+    lines = _stop(noeh, tmp_path, "both", ["sframe info --wait", "process kill"])
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda k: run_lldb(16, lines, tmp_path, "both%d" % k), range(2)))
+    for s in runs:
+        assert s.returncode == 0 and "Traceback" not in s.stdout + s.stderr, s.stdout[-3000:]
+        _compare(_frames(s.stdout, "both"), _frames(ref.stdout, "ref"), "one of two sessions")
+    _settled(cache)
+    _one_entry(cache, noeh, tmp_path)
+    log = next(cache.rglob("*.log")).read_text()
+    assert log.count("wrote it in") == 1, log
