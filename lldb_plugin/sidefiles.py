@@ -72,13 +72,14 @@ def _run(debugger, command, target=None):
     return res.Succeeded(), (res.GetError() or res.GetOutput() or "").strip()
 
 
-_COVERAGE = {}        # file identity -> (the first SFrame-only function's link-time start, its link-time index)
+_COVERAGE = {}        # file identity -> what _coverage says of it
 
 
 def _coverage(path):
     """(the link-time start of the file's first SFrame function no DWARF CFI of it covers, or None;
-    its SFrame index at link-time addresses, None where it has no usable SFrame), worked out once
-    per file, apart from the modules the commands track (whose set follows the process)."""
+    its SFrame index at link-time addresses, None where it has no usable SFrame; covered(start):
+    does the file's own CFI cover the function at a link-time start?), worked out once per file,
+    apart from the modules the commands track (whose set follows the process)."""
     key = file_identity(path)
     got = _COVERAGE.get(key)
     if got is None:
@@ -91,7 +92,7 @@ def _coverage(path):
                 if modules.cfi_find(module, section.start_of(k)) is None:
                     first = section.start_of(k)
                     break
-        got = _COVERAGE[key] = (first, module.index)
+        got = _COVERAGE[key] = (first, module.index, lambda start: modules.cfi_find(module, start) is not None)
     return got
 
 
@@ -260,7 +261,7 @@ def _attach_one(debugger, target, module, major, report):
         return None
     if not module.FindSection(".sframe").IsValid() and module.FindSection(".text").IsValid():
         return None                        # no SFrame: nothing to say
-    first, usable = _coverage(path)
+    first, usable, _covered = _coverage(path)
     if not usable:
         return None                        # (no usable SFrame: `sframe info` lists those modules already)
     if first is None:
@@ -281,12 +282,12 @@ def _attach_one(debugger, target, module, major, report):
             _run(debugger, "target symbols add %s" % shlex.quote(own), target)
         return _not_attached("LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
-    if ours and major >= FIRST_FILE_STAYS and sidecache.is_partial(symfile):
+    if ours and major not in REREADS_SIDE_FILES and sidecache.is_partial(symfile):
         # (attached before this process: LLDB reads it through the session)
         _SESSION_FILES[(_target_key(target), path)] = own
         return _session_status(path, symfile, own)
     made = sidecache.cached(path, debug_file=own)
-    if made is None and major < FIRST_FILE_STAYS:
+    if made is None and major in REREADS_SIDE_FILES:
         # Not in the cache: the functions on the stacks at once, the rest with registers behind.
         return _quick(debugger, target, module, path, own, report)
     if made is None and not _small(path):
@@ -299,9 +300,11 @@ def _attach_one(debugger, target, module, major, report):
 
 
 # LLDB 16 reads a module's unwind information again when a side file replaces another; LLDB 19, 21
-# and 23 keep the first one's for the session (measured: CFA, RA and FP only, then the whole
-# file, and the outer frames' callee-saved registers stay unavailable at the next stops).
-FIRST_FILE_STAYS = 19
+# and 23 keep the first one's `.debug_frame` for the session (measured: CFA, RA and FP only, then
+# the whole file, and the outer frames' callee-saved registers stay unavailable at the next stops;
+# their UnwindTable makes its reader of `.debug_frame` once).  Versions not measured are taken to
+# keep it: what they get then is right either way.
+REREADS_SIDE_FILES = (16,)
 
 
 def _small(path):
@@ -319,9 +322,7 @@ _SESSION_FILES = {}        # (target key, module path) -> its own debug file: th
 def _session_file(debugger, target, module, path, own, report):
     """LLDB 19 and later: a side file of every function's CFA, RA and FP rows, attached now; the
     one with registers written behind (core.elf.sidework) for the next session."""
-    why = sidework.start(path, debug_file=own)
-    if why is not None:
-        return _not_attached(why)
+    sidework.start(path, debug_file=own)        # (where it cannot start, sframe info says it is not running)
     made = sidecache.partial(path, None, debug_file=own)
     if made.path is None:
         return _not_attached(made.why) if made.sframe else None
@@ -338,9 +339,13 @@ def _session_file(debugger, target, module, path, own, report):
     return st
 
 
-def _session_status(path, side, own):
+def _session_status(path, side, own, key=None):
+    """The status of a module with a side file of CFA, RA and FP rows for the session; final (no
+    longer looked at) once the side file with registers is written or cannot be."""
     job = sidework.state(path, debug_file=own)
-    later = sidecache.cached(path, debug_file=own)
+    later = sidecache.cached(path, debug_file=own) if not job.running else None
+    if key is not None and not job.running:
+        _SESSION_FILES.pop(key, None)
     return SideFileStatus(SideFileState.CFA, side, "LLDB %d reads a module's first side file through the session; "
                           "its callee-saved registers from the next session on (%s)" % (
                               lldb_major(), "written" if later is not None and later.path else job.text()))
@@ -381,9 +386,7 @@ _QUICK = {}          # (target key, module path) -> _Quick
 def _quick(debugger, target, module, path, own, report):
     """Start the job that writes the module's side file with registers (core.elf.sidework) and
     attach, meanwhile, one of the functions on the stacks (sidecache.partial)."""
-    why = sidework.start(path, debug_file=own)
-    if why is not None:
-        return _not_attached(why)
+    sidework.start(path, debug_file=own)        # (where it cannot start, sframe info says it is not running)
     _QUICK[(_target_key(target), path)] = _Quick(own)
     return _follow(debugger, target, module, path, report)
 
@@ -398,7 +401,8 @@ def _follow(debugger, target, module, path, report):
     if made is not None:
         del _QUICK[key]
         st = _attach_entry(debugger, target, module, path, module.GetSymbolFileSpec().fullpath, made, report)
-        if quick.path is not None and made.path is not None:
+        if quick.path is not None and made.path is not None and st is not None and \
+                st.state is not SideFileState.NOT_ATTACHED:
             sidecache.discard(quick.path)
         return st
     job = sidework.state(path, debug_file=quick.own)
@@ -416,12 +420,14 @@ def _follow(debugger, target, module, path, report):
     if quick.path is None or not wanted <= quick.starts:
         made = sidecache.partial(path, quick.starts | wanted, debug_file=quick.own)
         if made.path is None:
+            del _QUICK[key]                       # (final: not tried again at every stop)
             return _not_attached(made.why) if made.sframe else None
         if has_state(target.GetProcess()):
             _drop_unloaded_twins(target, module)
         error = _add(debugger, target, made.path)
         if error is not None:
             sidecache.discard(made.path)
+            del _QUICK[key]
             return _not_attached("target symbols add: %s" % error)
         if quick.path is not None:
             sidecache.discard(quick.path)
@@ -440,7 +446,7 @@ def _stack_functions(target, path):
     from ..core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, Stop
     from .command.backtrace import unwind
     sync(target)
-    index = _coverage(path)[1]
+    _first, index, covered = _coverage(path)
     starts = set()
     for thread in target.GetProcess():
         frame = thread.GetFrameAtIndex(0)
@@ -454,8 +460,8 @@ def _stack_functions(target, path):
             if addr.GetModule().GetFileSpec().fullpath != path:
                 continue
             fde = index.find_fde(addr.GetFileAddress())
-            if fde is not None:
-                starts.add(fde.start)
+            if fde is not None and fde.start not in starts and not covered(fde.start):
+                starts.add(fde.start)             # (its own CFI covers the others: no side file needed)
     return frozenset(starts)
 
 
@@ -492,7 +498,7 @@ def attach(debugger, target, report=None):
             if (key, path) in _QUICK:
                 st = _follow(debugger, target, module, path, report or (lambda line: None))
             elif (key, path) in _SESSION_FILES and old is not None and old.state is SideFileState.CFA:
-                st = _session_status(path, old.path, _SESSION_FILES[(key, path)])
+                st = _session_status(path, old.path, _SESSION_FILES[(key, path)], (key, path))
             elif old is None:
                 st = _attach_one(debugger, target, module, major, report or (lambda line: None))
             elif old.state is SideFileState.PENDING:

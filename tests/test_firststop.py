@@ -166,8 +166,7 @@ def test_killed_session_and_killed_job_leave_the_cache_whole(tmp_path, monkeypat
     while sidework.state(str(noeh), str(other)).done < 2:
         assert time.monotonic() < deadline, sidework.state(str(noeh), str(other))
         time.sleep(0.05)
-    pid = sidework.holder(str(noeh), str(other))
-    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    os.killpg(sidework.holder(str(noeh), str(other)), signal.SIGKILL)     # (the job and its workers)
     deadline = time.monotonic() + 30
     while sidework.holder(str(noeh), str(other)) is not None:
         assert time.monotonic() < deadline

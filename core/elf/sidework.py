@@ -20,11 +20,13 @@ Beside the entry (sidecache._Place.beside):
 """
 
 import fcntl
+import gc
 import os
 import signal
 import sys
 import time
-from typing import NamedTuple, Optional
+import warnings
+from typing import List, NamedTuple, Optional
 
 from . import sidecache
 
@@ -97,6 +99,9 @@ def state(program: str, directory: Optional[str] = None, debug_file: Optional[st
     return Job(running, parts, min(done, parts), failed)
 
 
+_HELD, _FAILED = 3, 4         # the first child's exit status: another job has the lock; it could not start one
+
+
 def start(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Optional[str]:
     """Start the job that writes this copy's side file into the cache, unless one is running.
     None: started (or running); else why not, in one line."""
@@ -106,29 +111,51 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
     if _held(at.beside(".lock")):
         return None
     try:
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # (Python 3.12+ warns of a fork in a process with threads, the debugger's: the job
+            # touches nothing of the debugger's)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
     except OSError as exc:
         return "cannot start the analysis: %s" % exc.strerror
     if pid == 0:
-        code = 0
-        try:
-            debugger = os.getppid()
-            # The lock before this process ends, so that the debugger finds the job running; the
-            # job keeps it (a lock belongs to the open file, which the job shares).
-            lock = os.open(at.beside(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.setsid()
-            if os.fork() == 0:
-                _job(program, at, debug_file, debugger, lock)
-        except BaseException:
-            code = 1              # (another job has the lock: it writes the entry)
-        finally:
-            os._exit(code)
+        _first_child(program, at, debug_file)          # (never returns)
     try:
-        os.waitpid(pid, 0)
+        _pid, status = os.waitpid(pid, 0)
     except ChildProcessError:
-        pass
+        return None
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _FAILED:
+        return "cannot start the analysis (a process could not be made)"
     return None
+
+
+def _first_child(program: str, at, debug_file: Optional[str]) -> None:
+    """Take the lock before this process ends, so that the debugger finds the job running (the
+    job keeps it: a lock belongs to the open file, which the job shares), and start the job in a
+    session of its own (never returns)."""
+    code = _FAILED
+    try:
+        debugger = os.getppid()
+        fd = os.open(at.beside(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+        lock = fcntl.fcntl(fd, fcntl.F_DUPFD, 3)       # (above 0-2, which the job points elsewhere)
+        os.close(fd)
+        for _ in range(20):      # (another process's probe holds it for an instant; a job, for seconds)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.01)
+        else:
+            code = _HELD
+            raise BlockingIOError
+        os.setsid()
+        if os.fork() == 0:
+            _job(program, at, debug_file, debugger, lock)
+        code = 0
+    except BaseException:
+        pass
+    finally:
+        os._exit(code)
 
 
 def _job(program: str, at, debug_file: Optional[str], debugger: int, lock: int) -> None:
@@ -137,18 +164,18 @@ def _job(program: str, at, debug_file: Optional[str], debugger: int, lock: int) 
     try:
         _detach(lock)
         os.ftruncate(lock, 0)
-        os.write(lock, b"%d\n" % os.getpid())        # (who holds it: a user, or a test, may stop it)
+        os.write(lock, b"%d\n" % os.getpgid(0))     # (its process group: a user, or a test, may stop it)
+        _unlink(at.beside(".failed"))                 # (an earlier job's)
         _until_idle(debugger)
         if sidecache.cached(program, at.directory, debug_file) is None:
             _remove_leftovers(at)
             progress = _ProgressFile(at.beside(".progress"))
             began = time.monotonic()
             made = sidecache.side_file(program, at.directory, debug_file, progress=progress)
-            if made.path is None and made.sframe and made.why not in (sidecache.COVERED, sidecache.NO_SFRAME):
+            if made.path is None and made.why not in (sidecache.COVERED, sidecache.NO_SFRAME):
                 _failed(at, made.why)
                 _log(at, "failed: %s" % made.why)
             else:
-                _unlink(at.beside(".failed"))
                 _log(at, "wrote it in %.2f s" % (time.monotonic() - began))
             _unlink(at.beside(".progress"))
         else:
@@ -173,7 +200,8 @@ def _log(at, what: str) -> None:
 
 
 def holder(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None) -> Optional[int]:
-    """The process ID of the job working on this copy's side file, or None."""
+    """The process group of the job working on this copy's side file (the job and the processes
+    it shares the analysis with: `kill -- -GROUP` stops them all), or None."""
     at = sidecache.place(program, directory, debug_file)
     if isinstance(at, sidecache.Made) or not _held(at.beside(".lock")):
         return None
@@ -190,18 +218,10 @@ def _failed(at, why: str) -> None:
 
 
 def _detach(lock: int) -> None:
-    """Leave the debugger's world: its files (a terminal a test waits on, its ptrace and pipe
-    descriptors; `lock` is kept), its signal dispositions, its priority."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.closerange(3, lock)
-    os.closerange(lock + 1, _max_fd())
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-        except (ValueError, OSError):
-            pass
+    """Leave the debugger's world: its priority, its files (a terminal a test waits on, its
+    ptrace and pipe descriptors; `lock` is kept), its signal dispositions, and its objects (never
+    collected here: their finalizers are the debugger's)."""
+    gc.freeze()
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))    # (the CPU time no one else wants)
     except (AttributeError, OSError):
@@ -209,7 +229,34 @@ def _detach(lock: int) -> None:
             os.nice(19)
         except OSError:
             pass
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    for fd in _open_fds():
+        if fd > 2 and fd != lock:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+    _KEPT.extend((sys.stdout, sys.stderr))
     sys.stdout = sys.stderr = open(os.devnull, "w")
+
+
+_KEPT: list = []         # the debugger's sys.stdout and sys.stderr, never finalized here
+
+
+def _open_fds() -> List[int]:
+    """This process's open descriptors (/proc/self/fd: not every number up to the limit, which may
+    be a billion)."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):
+        return list(range(3, 1024))
 
 
 def _cpu_time(pid: int) -> Optional[int]:
@@ -234,13 +281,6 @@ def _until_idle(pid: int, poll: float = 0.05, quiet: int = 2, limit: float = 3.0
         now = _cpu_time(pid)
         still = still + 1 if now == last else 0
         last = now
-
-
-def _max_fd() -> int:
-    try:
-        return max(os.sysconf("SC_OPEN_MAX"), 256)
-    except (ValueError, OSError):
-        return 1024
 
 
 def _remove_leftovers(at) -> None:
