@@ -4,7 +4,8 @@ Every part of pyelftools the project uses imports its `construct`, whose `debug`
 `pdb` for a debugging aid nothing here calls; under Python 3.14 `pdb` imports `asyncio`, and that
 was 65 ms of a debugger's first stop.  `load` imports `construct` with a stand-in for `pdb` that
 imports the real one the first time anything of it is used, so nothing changes for whoever uses
-it (the user's own `import pdb` gets the real module)."""
+it (the user's own `import pdb` gets the real module).  Each place that imports a part of
+pyelftools calls `load` first (cheap once done)."""
 
 import importlib
 import sys

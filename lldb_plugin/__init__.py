@@ -107,8 +107,6 @@ def _init(debugger, internal_dict):
     if not _find_pyelftools():
         print("sframe: pyelftools is missing, the sframe commands are not loaded: " + INSTALL_HINT)
         return
-    from ..core import pyelftools
-    pyelftools.load()
     # LLDB resolves `command script add -c a.b.Class` from its session dictionary: name the package there.
     top = __name__.split(".")[0]
     internal_dict[top] = sys.modules[top]

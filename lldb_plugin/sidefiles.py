@@ -554,6 +554,8 @@ def _preload():
 
     def run():
         try:
+            from ..core import pyelftools
+            pyelftools.load()
             import elftools.dwarf.callframe  # noqa: F401
             import elftools.dwarf.dwarf_expr  # noqa: F401
         except Exception:

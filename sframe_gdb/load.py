@@ -31,8 +31,7 @@ def load():
                   % ((pyver,) + MIN_PYTHON), gdb.STDERR)
         return
     try:
-        from sframekit.core import pyelftools
-        pyelftools.load()          # (pyelftools: ELF sections and symbols, DWARF CFI)
+        import elftools  # noqa: F401  (pyelftools: ELF sections and symbols; the rest imported as needed)
     except ImportError:
         gdb.write("sframe-gdb: not loaded: GDB's Python %s cannot import pyelftools; install it with "
                   "'apt-get install python3-pyelftools' (or 'python%s -m pip install pyelftools').\n"

@@ -117,6 +117,8 @@ def cfi_functions(path: str, image: Optional[ElfImage] = None) -> Tuple[List[Cfi
         if not elf.has_dwarf_info():
             return [], None
         dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
+        from .. import pyelftools
+        pyelftools.load()
         from elftools.common.exceptions import DWARFError
         from elftools.dwarf.callframe import FDE, CallFrameInfo
         sources = []

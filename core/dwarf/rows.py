@@ -14,6 +14,7 @@ import contextlib
 import io
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+from .. import pyelftools
 from ..arch import abi as abimod
 from ..sframe.format import MASK64
 from ..sframe.rules import UNCHANGED, Rule, RuleKind
@@ -49,6 +50,7 @@ def dwarf_structs(little_endian: bool, dwarf_format: int, address_size: int, dwa
     key = (little_endian, dwarf_format, address_size, dwarf_version)
     made = _STRUCTS.get(key)
     if made is None:
+        pyelftools.load()
         from elftools.dwarf.structs import DWARFStructs
         made = _STRUCTS[key] = DWARFStructs(little_endian=little_endian, dwarf_format=dwarf_format,
                                             address_size=address_size, dwarf_version=dwarf_version)
@@ -62,6 +64,7 @@ def shared_structs() -> Iterator[None]:
     Its CFI parser builds a new DWARFStructs (about 5 ms) for every CIE and FDE; they differ only
     by those keys, so 50,000 FDEs take seconds, not minutes, and a backtrace through a library
     does not pay for them at each function."""
+    pyelftools.load()
     import elftools.dwarf.callframe as callframe
     plain = callframe.DWARFStructs
     callframe.DWARFStructs = dwarf_structs
@@ -253,6 +256,7 @@ def _parser_class():
     """pyelftools' CallFrameInfo, reading DW_CFA_AARCH64_negate_ra_state as DW_CFA_nop (made once)."""
     if _PARSER:
         return _PARSER[0]
+    pyelftools.load()
     from elftools.dwarf.callframe import CallFrameInfo
 
     class Parser(CallFrameInfo):

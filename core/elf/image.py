@@ -20,6 +20,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
+from .. import pyelftools
 from ..errors import ElfError, EmptySFrameError, NoSFrameError, NotElfError
 
 T = TypeVar("T")
@@ -337,6 +338,7 @@ class ElfFile:
 
 def pyelftools_file(stream):
     try:
+        pyelftools.load()
         from elftools.elf.elffile import ELFFile
     except ImportError as exc:   # the debugger adapters report this in one line
         raise ImportError("pyelftools is missing (%s): install it with 'apt-get install python3-pyelftools' "
