@@ -465,17 +465,19 @@ def _stack_functions(target, path):
     return frozenset(starts)
 
 
-def wait(debugger, target, report=None, interrupted=lambda: False, poll=0.1):
+def wait(debugger, target, report=None, interrupted=lambda: False, poll=0.1, limit=900.0):
     """Wait until every module whose side file is being written has it, then attach it.  (The
     frames LLDB has worked out at this stop already keep what they had: LLDB offers no way to make
-    it work them out again; the frames it has not worked out yet, and the next stop's, use it.)"""
+    it work them out again; the frames it has not worked out yet, and the next stop's, use it.)
+    At most `limit` seconds (LLDB 16 has no way to ask whether the user pressed Ctrl-C)."""
     import time
     key = _target_key(target)
     attach(debugger, target, report)       # (modules not seen before)
     owns = {path: quick.own for (t, path), quick in _QUICK.items() if t == key}
     owns.update({path: own for (t, path), own in _SESSION_FILES.items() if t == key})
     pending = list(owns)
-    while pending and not interrupted():
+    deadline = time.monotonic() + limit
+    while pending and not interrupted() and time.monotonic() < deadline:
         jobs = [sidework.state(path, debug_file=owns[path]) for path in pending]
         if not any(job.running for job in jobs):
             break

@@ -14,10 +14,13 @@ def _parser():
         "none; those whose section cannot be used, with the reason.  Then, for LLDB's own bt: each module's side "
         "file of DWARF CFI made from its SFrame, attached or why not (modules not seen before are handled now, as "
         "at a stop).  A side file not in the cache yet is written behind, in a process of its own: meanwhile one "
-        "of the functions on the stacks is attached, with CFA, RA and FP (the callee-saved registers of outer "
-        "frames unavailable), and the whole one at the first stop after it is written."))
+        "with CFA, RA and FP rows is attached (the callee-saved registers of outer frames unavailable): on LLDB 16 "
+        "of the functions on the stacks, and the whole one at the first stop after it is written; on later LLDBs, "
+        "which read a module's first side file through the session, of every function, and the whole one in the "
+        "next session."))
     p.add_argument("-w", "--wait", action="store_true",
-                   help="wait until the side files being written are, and attach them now (Ctrl-C stops waiting); "
+                   help="wait until the side files being written are (at most 15 minutes; Ctrl-C stops waiting on LLDB 17 "
+                   "and later), and attach them now; "
                    "frames LLDB has shown at this stop keep what they had, the others and the next stop's use them")
     return p
 
