@@ -21,6 +21,7 @@ in its root.
 """
 
 import argparse
+import fcntl
 import os
 import re
 import shutil
@@ -88,7 +89,6 @@ def _session(lldb, exe, run_args, breaks, plugin, cache):
 def _quiet(cache):
     """Wait until no job writes into the cache (one started by the plugin outlives its session)."""
     for lock in cache.rglob("*.lock"):
-        import fcntl
         with open(lock) as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
 

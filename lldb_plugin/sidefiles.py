@@ -255,6 +255,28 @@ def _add(debugger, target, path):
     return None
 
 
+def _attach_file(debugger, target, module, path):
+    """Attach the side file at `path` to the module: None, or the status saying why it could not."""
+    if has_state(target.GetProcess()):
+        _drop_unloaded_twins(target, module)
+    error = _add(debugger, target, path)
+    return None if error is None else _not_attached("target symbols add: %s" % error)
+
+
+def _attach_partial(debugger, target, module, path, starts, own):
+    """Write a side file of CFA, RA and FP rows (sidecache.partial: of the functions at `starts`,
+    or of all) and attach it: (its path, None), or (None, the status saying why not; None where the
+    module has no usable SFrame)."""
+    made = sidecache.partial(path, starts, debug_file=own)
+    if made.path is None:
+        return None, (_not_attached(made.why) if made.sframe else None)
+    failed = _attach_file(debugger, target, module, made.path)
+    if failed is not None:
+        sidecache.discard(made.path)
+        return None, failed
+    return made.path, None
+
+
 def _attach_one(debugger, target, module, major, report):
     path = module.GetFileSpec().fullpath
     if not path or not os.path.isfile(path):
@@ -323,19 +345,13 @@ def _session_file(debugger, target, module, path, own, report):
     """LLDB 19 and later: a side file of every function's CFA, RA and FP rows, attached now; the
     one with registers written behind (core.elf.sidework) for the next session."""
     sidework.start(path, debug_file=own)        # (where it cannot start, sframe info says it is not running)
-    made = sidecache.partial(path, None, debug_file=own)
-    if made.path is None:
-        return _not_attached(made.why) if made.sframe else None
-    if has_state(target.GetProcess()):
-        _drop_unloaded_twins(target, module)
-    error = _add(debugger, target, made.path)
-    if error is not None:
-        sidecache.discard(made.path)
-        return _not_attached("target symbols add: %s" % error)
+    side, failed = _attach_partial(debugger, target, module, path, None, own)
+    if side is None:
+        return failed
     _SESSION_FILES[(_target_key(target), path)] = own
-    st = _check(debugger, target, path, made.path)
+    st = _check(debugger, target, path, side)
     if st is None or st.state is SideFileState.ATTACHED:
-        return _session_status(path, made.path, own)
+        return _session_status(path, side, own)
     return st
 
 
@@ -362,11 +378,9 @@ def _attach_entry(debugger, target, module, path, symfile, made, report):
         report("sframe: wrote %s, the DWARF CFI of %s's SFrame" % (made.path, os.path.basename(path)))
     if not (symfile and sidecache.is_entry_of(symfile, made)):
         # (LLDB may have taken another copy's side file by build ID: this one replaces it)
-        if has_state(target.GetProcess()):
-            _drop_unloaded_twins(target, module)
-        error = _add(debugger, target, made.path)
-        if error is not None:
-            return _not_attached("target symbols add: %s" % error)
+        failed = _attach_file(debugger, target, module, made.path)
+        if failed is not None:
+            return failed
     return _check(debugger, target, path, made.path) or SideFileStatus(SideFileState.PENDING, made.path, "no process")
 
 
@@ -418,20 +432,13 @@ def _follow(debugger, target, module, path, report):
         # unwind plan of a function a side file lacks, keeps that answer through the next one)
         return SideFileStatus(SideFileState.WRITING, None, job.text())
     if quick.path is None or not wanted <= quick.starts:
-        made = sidecache.partial(path, quick.starts | wanted, debug_file=quick.own)
-        if made.path is None:
+        side, failed = _attach_partial(debugger, target, module, path, quick.starts | wanted, quick.own)
+        if side is None:
             del _QUICK[key]                       # (final: not tried again at every stop)
-            return _not_attached(made.why) if made.sframe else None
-        if has_state(target.GetProcess()):
-            _drop_unloaded_twins(target, module)
-        error = _add(debugger, target, made.path)
-        if error is not None:
-            sidecache.discard(made.path)
-            del _QUICK[key]
-            return _not_attached("target symbols add: %s" % error)
+            return failed
         if quick.path is not None:
             sidecache.discard(quick.path)
-        quick.path, quick.starts = made.path, quick.starts | wanted
+        quick.path, quick.starts = side, quick.starts | wanted
     st = _check(debugger, target, path, quick.path, quick.starts)
     if st is None:
         return SideFileStatus(SideFileState.WRITING, None, job.text())

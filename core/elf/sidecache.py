@@ -347,8 +347,7 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
 
 def is_partial(path: str) -> bool:
     """Is `path` a file `partial` made?"""
-    return os.path.basename(os.path.dirname(path)) == "stack" and path.endswith(".debug") or \
-        os.path.basename(os.path.dirname(path)) == "stack" and path.endswith(".debug.again")
+    return os.path.basename(os.path.dirname(path)) == "stack" and path.endswith((".debug", ".debug.again"))
 
 
 def discard(path: str) -> None:
