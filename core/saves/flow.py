@@ -103,7 +103,7 @@ def _meet(a: State, b: State) -> State:
 def _kept(regs: Sequence[object], sp: Optional[int]) -> Sequence[object]:
     """`regs` with each Restored register whose slot is below SP (CFA - `sp`; or SP not known),
     where anything may write it (a signal handler), taken as merely UNCHANGED."""
-    if not any(isinstance(r, Restored) for r in regs):
+    if Restored not in map(type, regs):
         return regs
     return [None if isinstance(r, Restored) and (sp is None or r.slot < -sp) else r for r in regs]
 
@@ -112,7 +112,7 @@ def _arriving(out: State, sp_there: Optional[int]) -> State:
     """The state `out` as it reaches an instruction where SFrame says CFA - SP = `sp_there`:
     its restored registers checked against the SP there (after an instruction that loads SP,
     SFrame's SP at the next one is the one known)."""
-    if not any(isinstance(r, Restored) for r in out.regs):
+    if Restored not in map(type, out.regs):
         return out
     sp = sp_there if out.sp is None else out.sp if sp_there is None or sp_there == out.sp else None
     return out._replace(regs=tuple(_kept(out.regs, sp)))
@@ -306,7 +306,7 @@ def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]],
         elif where is None:
             regs[k] = UNKNOWN                    # loaded from elsewhere while not saved
     writes = op.writes
-    if op.copy is not None or op.flow is Flow.CALL or op.writes_all or any(isinstance(r, tuple) for r in regs):
+    if op.copy is not None or op.flow is Flow.CALL or op.writes_all or tuple in map(type, regs):
         writes = _parking(op, regs, slot_of)
     for reg in writes:
         k = slot_of.get(reg)

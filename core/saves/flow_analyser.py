@@ -2,6 +2,7 @@
 instructions decoded into `flow.Op`s: AArch64 and s390x, and x86-64's saves by `mov`."""
 
 import bisect
+import functools
 from typing import Dict, List, Optional
 
 from ..sframe import format as F
@@ -21,6 +22,12 @@ class FlowFunction:
     def decode(abi, code: bytes, start: int, read=None, sp_at=None, measured=None, elsewhere=None
                ) -> Optional[List[flow.Op]]:
         raise NotImplementedError
+
+    @classmethod
+    def control(cls, abi, code: bytes, start: int, read=None, elsewhere=None) -> Optional[List[flow.Op]]:
+        """`decode` for a question of paths only (core.saves.noreturn): the Ops' flow, target,
+        targets and returns must be decode's; the rest may be left out (an ISA's cheaper way)."""
+        return cls.decode(abi, code, start, read, None, None, elsewhere)
 
     @classmethod
     def instruction_starts(cls, abi, code: bytes, start: int) -> Optional[List[int]]:
@@ -84,9 +91,10 @@ class FlowFunction:
             self.failed = "its function at %#x does not start as a function does" % parent.start
             return self
 
+        rules_of = _rules_in(index, (parent, fde))
+
         def rules_at(addr):
-            m = index.lookup(addr)
-            return cfa_offsets(abi, m.rules if m is not None else None)
+            return cfa_offsets(abi, rules_of(addr))
         ops: List[flow.Op] = []
         for piece in (parent, fde):
             code = function_code(piece, read_code)
@@ -104,8 +112,7 @@ class FlowFunction:
         if self.failed:
             return self
         def frame_at(addr):
-            m = index.lookup(addr)
-            return frame_state(m.rules if m is not None else None)
+            return frame_state(rules_of(addr))
         states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry,
                                            pads, frame_at)
         mine = [(op.addr, state) for op, state in zip(ops, states) if fde.start <= op.addr < fde.start + fde.size]
@@ -116,7 +123,13 @@ class FlowFunction:
     def _noreturn_calls(self, abi, index, ops, read_code, symbolize):
         """The ops, a call to a function that never returns made a stop."""
         def decode(code, start):
-            return self._decoded(abi, index, code, start, read_code)
+            cache = index.decoded
+            key = (type(self), "control", start, len(code), id(read_code))
+            if key not in cache:
+                if len(cache) >= DECODED_LIMIT:
+                    cache.clear()
+                cache[key] = self.control(abi, code, start, read_code, case_elsewhere(abi, index))
+            return cache[key]
         search = noreturn.Search(abi, index, read_code, symbolize, decode)
         return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
                 and search.never_returns(op.target) else op
@@ -176,6 +189,28 @@ class FlowFunction:
         return out
 
 
+def _rules_in(index, pieces):
+    """rules_of(addr): the rules `index.lookup(addr)` gives, for addresses in the FDEs `pieces`,
+    found in the piece's rows (a bisect) where that is the same: no other FDE starts inside the
+    piece (find_fde gives it at both ends) and it has rows; elsewhere by the lookup itself."""
+    rowed = []
+    for piece in pieces:
+        rows = index.rows(piece)
+        ends = index.find_fde(piece.start), index.find_fde(piece.end - 1)
+        if rows and piece.pc_type is not F.PCType.MASK and all(e is not None and e.index == piece.index for e in ends):
+            rowed.append((piece.start, piece.end, [a for a, _rules in rows], rows))
+
+    def rules_of(addr):
+        for lo, hi, starts, rows in rowed:
+            if lo <= addr < hi:
+                k = bisect.bisect_right(starts, addr) - 1
+                return rows[k][1] if k >= 0 else None
+        m = index.lookup(addr)
+        return m.rules if m is not None else None
+    return rules_of
+
+
+@functools.lru_cache(maxsize=1024)
 def frame_state(rules) -> Optional[tuple]:
     """What SFrame's rules say of the frame, apart from how the FRE encodes it (a flex or a
     default FDE, the header's fixed RA offset, s390x's padding word): where the CFA, the RA and
@@ -225,3 +260,7 @@ class X86FlowFunction(FlowFunction):
     @staticmethod
     def decode(abi, code, start, read=None, sp_at=None, measured=None, elsewhere=None):
         return x86flow.ops(code, start, read, _kept(abi), sp_at, measured, elsewhere)
+
+    @classmethod
+    def control(cls, abi, code, start, read=None, elsewhere=None):
+        return x86flow.control(code, start, read, _kept(abi), elsewhere)

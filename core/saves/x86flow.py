@@ -160,6 +160,36 @@ def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None, 
     return out
 
 
+def control(code: bytes, start: int, read=None, kept=(), elsewhere=None) -> Optional[List[Op]]:
+    """`ops` for a question of paths only (core.saves.noreturn): each Op with where control goes
+    (flow, target, returns) and nothing of registers or memory, which takes a fraction of the
+    time; a function with an indirect jump gets its whole Ops (its jump tables need them)."""
+    insns, pos = X.decode_all(code, start, len(code))
+    if pos != len(code):
+        return None
+    if any(ins.kind is X.Kind.JUMP_INDIRECT for ins in insns):
+        return ops(code, start, read, kept, None, insns, elsewhere)
+    out = []
+    for ins in insns:
+        addr, length = ins.addr, ins.length
+        if ins.quiet:
+            out.append(Op(addr, length, nop=True))
+        elif ins.kind is X.Kind.BRANCH or ins.transfer:
+            try:
+                f = _Form(code, addr - start)
+            except IndexError:
+                out.append(Op(addr, length, sp=None, writes_all=True))
+                continue
+            if ins.kind is X.Kind.BRANCH:
+                out.append(Op(addr, length, _branch_flow(f), ins.target))
+            else:
+                flow = _transfer_flow(f)
+                out.append(Op(addr, length, flow, returns=_returns(f, flow)))
+        else:
+            out.append(Op(addr, length))
+    return out
+
+
 def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at, elsewhere=None) -> dict:
     """{index of an indirect jump: its targets} for the jumps through GCC's and Clang's
     position-independent jump tables (32-bit entries, offsets from the table's start):
@@ -473,11 +503,8 @@ def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
             return Op(addr, length, stores=((_D[ins.reg], _D[f.mem[0]], None),))   # indexed: not placed
         return Op(addr, length)
     if kind is X.Kind.BRANCH:
-        if f.map == 0 and f.op == 0xE8:
-            return Op(addr, length, Flow.CALL, ins.target, clobbers=_BELOW_SP)
-        if f.map == 0 and f.op in (0xE9, 0xEB):
-            return Op(addr, length, Flow.JUMP, ins.target)
-        return Op(addr, length, Flow.BRANCH, ins.target)
+        flow = _branch_flow(f)
+        return Op(addr, length, flow, ins.target, clobbers=_BELOW_SP if flow is Flow.CALL else ())
     if kind is X.Kind.JUMP_INDIRECT:
         return Op(addr, length, Flow.INDIRECT)
     return _other(f, addr, length, ins, code[pos:pos + length])
@@ -488,7 +515,7 @@ def _other(f: _Form, addr: int, length: int, ins: X.Insn, raw: bytes) -> Op:
     flow = Flow.NEXT
     clobbers: Tuple = ()
     if ins.transfer:
-        flow = Flow.CALL if f.map == 0 and f.op == 0xFF else Flow.STOP
+        flow = _transfer_flow(f)
         clobbers = _BELOW_SP if flow is Flow.CALL else ()
     loads: Tuple = ()
     base = _frame_base(f.mem)
@@ -501,12 +528,30 @@ def _other(f: _Form, addr: int, length: int, ins: X.Insn, raw: bytes) -> Op:
         elif not (f.map == 0 and (f.op in _READS_ONE or f.op == 0x8D)) and not (f.map == 1 and f.op in _READS_TWO):
             clobbers += ((base, disp, f.size),)
     sp, sp_from_fp = _sp_change(f, ins, reg, raw)
-    returns = flow is Flow.STOP and f.map == 0 and f.op in _RETURNS
     return Op(addr, length, flow, None, loads=loads, sp=sp, sp_from_fp=sp_from_fp, writes=writes,
-              clobbers=clobbers, returns=returns)
+              clobbers=clobbers, returns=_returns(f, flow))
 
 
 _RETURNS = frozenset((0xC3, 0xC2, 0xCB, 0xCA, 0xCF))        # ret, ret $n, lret, lret $n, iret
+
+
+def _branch_flow(f: _Form) -> Flow:
+    """A relative branch's flow: a call, a jump, or a conditional branch (jcc, loop, xbegin)."""
+    if f.map == 0 and f.op == 0xE8:
+        return Flow.CALL
+    if f.map == 0 and f.op in (0xE9, 0xEB):
+        return Flow.JUMP
+    return Flow.BRANCH
+
+
+def _transfer_flow(f: _Form) -> Flow:
+    """Any other transfer's: a call through a register or memory returns; ret, hlt and the rest stop."""
+    return Flow.CALL if f.map == 0 and f.op == 0xFF else Flow.STOP
+
+
+def _returns(f: _Form, flow: Flow) -> bool:
+    """Does the instruction return to the caller (a STOP that is a return, not a trap)?"""
+    return flow is Flow.STOP and f.map == 0 and f.op in _RETURNS
 
 
 def _sp_change(f: _Form, ins: X.Insn, reg: int, raw: bytes) -> Tuple[Optional[int], Optional[int]]:
