@@ -31,6 +31,7 @@ PACKAGES=(
     python3-pip python3-setuptools python3-wheel   # installing this checkout (the sframe command)
     util-linux      # unshare, findmnt (scripts/inroot)
     elfutils        # eu-stack: what bench/ compares `sframe backtrace` with
+    debuginfod      # elfutils' server: tests/test_debuginfod.py serves side files with it
     valgrind        # bench/bench_zerocost.py --count: GDB's instructions, not its time
 )
 

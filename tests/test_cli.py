@@ -185,9 +185,11 @@ def test_cfi_writes_the_side_file(tmp_path, frames):
     code, out, err = sframe("cfi", b.noeh, "--build-id-dir", tmp_path / "dir", "-j", "3")
     assert code == 0 and not err, err
     written = list((tmp_path / "dir").rglob("*"))
-    files = [p for p in written if p.is_file()]
+    files = [p for p in written if p.is_file() and p.suffix == ".debug"]
     assert len(files) == 1 and files[0].parent.parent.name == ".build-id" and len(files[0].parent.name) == 2, written
     assert files[0].read_bytes() == (tmp_path / "one.debug").read_bytes()
+    # (and how it was made, beside: core.elf.sidetree's record)
+    assert [p.name for p in written if p.suffix == ".json"] == [files[0].parent.name + files[0].stem + ".json"], written
     for args, msg in ((("-j", "0"), "argument -j/--jobs: '0' is not a whole number of at least 1"),
                       (("-o", tmp_path / "x", "--build-id-dir", tmp_path), "give -o OUT or --build-id-dir DIR")):
         code, out, err = sframe("cfi", b.noeh, *args)

@@ -20,72 +20,24 @@ the ELF header's entry point says the walk ends there (core.elf.entry).
 import json
 import os
 import re
-import shlex
 import shutil
-import signal
 import stat as st
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+from helpers import shipped as S
 from helpers import toolchains as T
 from helpers.cli import sframe
 from helpers.gdb import PLUGIN, Qemu, live_frames, run_gdb, twin_copies
 from helpers.lldb import run_lldb
 
-from sframekit.core.elf import sidefile
-
 REPO = Path(__file__).resolve().parent.parent
-SOURCE = T.FIXTURES_DIR / "shipped.c"
 CLI = REPO / "scripts" / "sframe"
 PLUGIN_LLDB = REPO / "lldb_plugin"
-CFLAGS = ("-O2", "-fomit-frame-pointer", "-Wa,--gsframe")
-SHAPES = ("strip-s", "strip-s-nopie", "strip-debug", "g", "debuglink", "buildid", "lib-linked", "lib-dlopen")
-LIBRARY_SHAPES = ("lib-linked", "lib-dlopen")
 CASES = [("gdb13", "host"), ("gdb16", "trixie"), ("gdb18", "sid"), ("multiarch", "sid-aarch64"),
          ("multiarch", "sid-s390x")]
-
-
-def _shape_cmds(tc, shape, work):
-    """Commands (run in the toolchain's root) that build `shape` as WORK/ref/prog (keeps .eh_frame)
-    and WORK/noeh/prog (without it): one build, cut two ways."""
-    build = work / ("build-" + shape)
-    flags = list(CFLAGS) + ["-g"] + (["-no-pie"] if shape == "strip-s-nopie" else [])
-    if shape in LIBRARY_SHAPES:
-        # The program keeps its CFI; its library (libship.so, beside it) is cut `strip -s`.
-        lib = work / ("build-%s.so" % shape)
-        cmds = [[tc.cc, *flags, "-fPIC", "-shared", "-DSHIP_LIBRARY", "-Wl,-soname,libship.so", "-o", str(lib),
-                 str(SOURCE)]]
-        if shape == "lib-linked":
-            cmds.append([tc.cc, *flags, "-DSHIP_LINKED", "-o", str(build), str(SOURCE), str(lib), "-Wl,-rpath,$ORIGIN"])
-        else:
-            cmds.append([tc.cc, *flags, "-DSHIP_DLOPEN", "-o", str(build), str(SOURCE), "-ldl"])
-        for kind in ("ref", "noeh"):
-            out = work / shape / kind / "prog"
-            removed = ["-R", ".eh_frame", "-R", ".eh_frame_hdr"] if kind == "noeh" else []
-            cmds += [["mkdir", "-p", str(out.parent)], ["cp", str(build), str(out)],
-                     [tc.tool("strip"), "-s", *removed, "-o", str(out.parent / "libship.so"), str(lib)]]
-        return cmds
-    cmds = [[tc.cc, *flags, "-o", str(build), str(SOURCE)]]
-    cut = {"strip-s": ["-s"], "strip-s-nopie": ["-s"], "strip-debug": ["--strip-debug"], "g": None,
-           "debuglink": ["-s"], "buildid": ["-s"]}[shape]
-    debug = work / shape / "prog.debug"          # a separate debug file, as -dbgsym packages ship
-    if shape in ("debuglink", "buildid"):
-        cmds += [["mkdir", "-p", str(debug.parent)], [tc.tool("objcopy"), "--only-keep-debug", str(build), str(debug)]]
-    for kind in ("ref", "noeh"):
-        out = work / shape / kind / "prog"
-        removed = ["-R", ".eh_frame", "-R", ".eh_frame_hdr"] if kind == "noeh" else []
-        cmds.append(["mkdir", "-p", str(out.parent)])
-        if cut is None:
-            cmds.append([tc.tool("objcopy"), *removed, str(build), str(out)] if removed else ["cp", str(build), str(out)])
-        else:
-            cmds.append([tc.tool("strip"), *cut, *removed, "-o", str(out), str(build)])
-        if shape == "debuglink":      # found beside the program by its .gnu_debuglink
-            cmds += [[tc.tool("objcopy"), "--add-gnu-debuglink=%s" % debug, str(out)],
-                     ["cp", str(debug), str(out.parent / debug.name)]]
-    return cmds
 
 
 def _debug_dirs(work, shape):
@@ -96,90 +48,8 @@ def _debug_dirs(work, shape):
 @pytest.fixture(scope="module")
 def shipped(roots, tmp_path_factory):
     """{toolchain: work directory} with every shape built (under /tmp, seen inside the roots)."""
-    out = {}
-    for _gdb, toolchain in CASES:
-        tc = T.toolchain(toolchain)
-        work = tmp_path_factory.mktemp("shipped-" + toolchain)
-        script = "set -e\n" + "".join(shlex.join(map(str, c)) + "\n" for shape in SHAPES for c in _shape_cmds(tc, shape, work))
-        T.run_in(tc, ["sh", "-c", script], cwd=work, check=True)
-        # The buildid shape's debug file, where debuggers look it up by build ID.
-        where = Path(sidefile.build_id_path(str(work / "buildid" / "debugdir"), str(work / "build-buildid")))
-        where.parent.mkdir(parents=True)
-        shutil.copy(work / "buildid" / "prog.debug", where)
-        out[toolchain] = work
-    return out
-
-
-def _pcs(frames, skip=(), relocated=False):
-    """Frame PCs, GDB's inline frames (the PC and CFA of the frame after them) and the levels in
-    `skip` left out.  `relocated`: as (PC within its page, CFA less frame 0's), comparable across
-    two runs under qemu-user, which may map the program and its libraries elsewhere each run."""
-    out, last = [], None
-    base = frames[0].cfa if frames and frames[0].cfa is not None else 0
-    for f in frames:
-        if (f.pc, f.cfa) != last and f.level not in skip:
-            out.append((f.pc & 0xFFF, None if f.cfa is None else f.cfa - base) if relocated else f.pc)
-        last = (f.pc, f.cfa)
-    if relocated and out:
-        out[-1] = (out[-1][0], None)      # (the outermost frame's id: GDB's DWARF unwinder gives it none)
-    return out
-
-
-def _hex(pcs):
-    return [hex(p) if isinstance(p, int) else p for p in pcs]
-
-
-def _tailcalls(out, label):
-    return {int(m.group(1)) for m in re.finditer(r"^TAILCALL %s (\d+)$" % re.escape(label), out, re.M)}
-
-
-# The levels of GDB's tail-call frames (made from a caller's DWARF call-site information, which
-# only GDB reads): no unwinder of the stack itself shows them.
-_TAILCALLS = """python
-f = gdb.newest_frame()
-while f is not None:
-    if f.type() == gdb.TAILCALL_FRAME:
-        print("TAILCALL %s %d" % (LABEL, f.level()))
-    try:
-        f = f.older()
-    except gdb.error:
-        f = None
-end"""
-
-
-def _session(prog, label, core=None, before=(), plugin=False, tc=None, qemu=None):
-    """GDB's commands for one stop at getppid in `prog`: natively, or under qemu-user (`qemu` waits
-    for GDB on its port; `tc`: its toolchain, for the sysroot)."""
-    lines = ["set startup-with-shell off", "set backtrace past-main on", *before]
-    if plugin:
-        lines.append("source %s" % PLUGIN)
-    lines.append("file %s" % prog)
-    if qemu is not None:
-        lines += ["set sysroot %s" % tc.sysroot, "set solib-search-path %s" % prog.parent, "break getppid",
-                  "target remote :%d" % qemu.port, "continue"]
-    else:
-        lines += ["break getppid", "run"]
-    lines += ["frames-dump %s" % label, _TAILCALLS.replace("LABEL", repr(label))]
-    if core is not None:
-        lines.append("generate-core-file %s" % core)
-    return lines + ["kill", "delete"]
-
-
-def _run_sessions(gdb, tc, work, *sessions):
-    """One GDB over sessions of (program, label, options): each under its own qemu-user for a cross
-    toolchain (started the same way: the same stack)."""
-    qemus = []
-    try:
-        lines = []
-        for prog, label, options in sessions:
-            q = Qemu(tc.name, prog) if tc.cross else None
-            if q is not None:
-                qemus.append(q)
-            lines += _session(prog, label, tc=tc, qemu=q, **options)
-        return run_gdb(gdb, lines, work)
-    finally:
-        for q in qemus:
-            q.close()
+    return {toolchain: S.build(toolchain, tmp_path_factory.mktemp("shipped-" + toolchain), S.SHAPES)
+            for _gdb, toolchain in CASES}
 
 
 def _cli_frames(toolchain, core, prog, work):
@@ -191,23 +61,23 @@ def _cli_frames(toolchain, core, prog, work):
 
 
 @pytest.mark.parametrize("gdb,toolchain", CASES, ids=["%s-%s" % c for c in CASES])
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", S.SHAPES)
 def test_shipped_shapes_unwind_as_dwarf(shipped, gdb, toolchain, shape):
     work = shipped[toolchain] / shape
     ref, noeh = work / "ref" / "prog", work / "noeh" / "prog"
     tc = T.toolchain(toolchain)
     core = None if tc.cross else work / "core"         # (qemu-user's gdbstub writes no core)
     dirs = _debug_dirs(work, shape)
-    out = _run_sessions(gdb, tc, work, (ref, "ref", {"before": dirs}),
+    out = S.run_sessions(gdb, tc, work, (ref, "ref", {"before": dirs}),
                         (noeh, "plugin", {"core": core, "before": dirs, "plugin": True}))
-    want = _pcs(out.frames("ref"), relocated=tc.cross)
+    want = S.pcs(out.frames("ref"), relocated=tc.cross)
     assert "Traceback" not in out and len(want) > 20, out[-4000:]
-    got = _pcs(out.frames("plugin"), relocated=tc.cross)
+    got = S.pcs(out.frames("plugin"), relocated=tc.cross)
     assert got == want, "%s %s %s: GDB with the plugin\n%s\nDWARF of the copy with .eh_frame\n%s" % (
-        gdb, toolchain, shape, _hex(got), _hex(want))
+        gdb, toolchain, shape, S.hex_pcs(got), S.hex_pcs(want))
 
     # (the stack's own frames: GDB's tail-call frames left out)
-    stack = _pcs(out.frames("ref"), _tailcalls(out, "ref"))
+    stack = S.pcs(out.frames("ref"), S.tailcalls(out, "ref"))
     if core is not None:
         cli, text = _cli_frames(toolchain, core, noeh, work)
         assert cli == stack, "sframe backtrace of the core\n%s\nDWARF\n%s" % (text, [hex(p) for p in stack])
@@ -215,17 +85,17 @@ def test_shipped_shapes_unwind_as_dwarf(shipped, gdb, toolchain, shape):
     if shape == "g":
         return
     side = work / "side"
-    target = noeh.parent / "libship.so" if shape in LIBRARY_SHAPES else noeh
+    target = noeh.parent / "libship.so" if shape in S.LIBRARY_SHAPES else noeh
     made = T.run_in(toolchain, ["/usr/bin/python3", str(CLI), "cfi", str(target), "--build-id-dir", str(side)]
                     + (["--debug-file", str(work / "prog.debug")] if shape == "buildid" else []), cwd=work, check=True)
     if shape in ("debuglink", "buildid"):
         assert "with the debug information of %s" % (work / ("noeh" if shape == "debuglink" else ".") / "prog.debug") \
             in made.stdout.replace("/./", "/"), made.stdout
     dirs = "%s:%s/debugdir:/usr/lib/debug" % (side, work)
-    out = _run_sessions(gdb, tc, work, (noeh, "side", {"before": ["set debug-file-directory %s" % dirs]}))
-    got = _pcs(out.frames("side"), relocated=tc.cross)
+    out = S.run_sessions(gdb, tc, work, (noeh, "side", {"before": ["set debug-file-directory %s" % dirs]}))
+    got = S.pcs(out.frames("side"), relocated=tc.cross)
     assert got == want, "%s %s %s: GDB through the side file, no plugin\n%s\nDWARF\n%s" % (
-        gdb, toolchain, shape, _hex(got), _hex(want))
+        gdb, toolchain, shape, S.hex_pcs(got), S.hex_pcs(want))
     if shape in ("debuglink", "buildid"):
         # (the side file carries the debug file's contents: GDB still names the functions and shows
         # their arguments)
@@ -266,45 +136,6 @@ def test_entry_code_of_every_toolchain_is_found(shipped):
 # -- LLDB: its own bt through the side file, and `sframe bt` ---------------------------------------
 
 LLDB_CASES = [(16, "host"), (19, "trixie"), (21, "sid"), (23, "sid")]
-_LLDB_FRAME = re.compile(r"^\s*\*?\s*frame #\d+: (0x[0-9a-f]+) ")
-
-
-# LLDB's own frames of the selected thread, as its SB API tells them: PC, inlined, artificial.
-_OWN = ("script print('OWN ' + ' '.join('%#x:%d:%d' % (f.GetPC(), f.IsInlined(), f.IsArtificial()) "
-        "for f in lldb.debugger.GetSelectedTarget().GetProcess().GetSelectedThread()))")
-
-
-def _own_pcs(text):
-    """The PCs of the stack's own frames in an `OWN` line: a frame whose functions LLDB shows inlined
-    into one another counts once, at the PC of the innermost; the tail-call frames LLDB makes from
-    debug information ("artificial") not at all."""
-    line = next(ln for ln in text.splitlines() if ln.startswith("OWN "))
-    out, inlined = [], False
-    for item in line.split()[1:]:
-        pc, is_inlined, artificial = item.split(":")
-        if artificial == "1":
-            continue
-        if not inlined:
-            out.append(int(pc, 16))
-        inlined = is_inlined == "1"
-    return out
-
-
-def _lldb_pcs(text):
-    """The PCs of the frames `sframe bt` prints."""
-    return [int(m.group(1), 16) for m in map(_LLDB_FRAME.match, text.splitlines()) if m]
-
-
-def _blocks(stdout):
-    """{tag: text} between `script print('@@ TAG')` markers."""
-    parts = re.split(r"^@@ (\S+)$", stdout, flags=re.M)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
-
-
-def _lldb_stop(prog, tag, what):
-    return (["target create %s" % prog, "breakpoint set -n getppid", "process launch"]
-            + [c for name, cmd in what for c in ("script print('@@ %s-%s')" % (name, tag), cmd)]
-            + ["script print('@@ end')", "process kill"])
 
 
 @pytest.mark.parametrize("lldb,toolchain", LLDB_CASES, ids=["lldb%d-%s" % c for c in LLDB_CASES])
@@ -326,29 +157,29 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
     for k, order in enumerate((first, second)):
         lines = []
         for shape in order:
-            lines += _lldb_stop(work / shape / "ref" / "prog", shape, [("ref", _OWN)])
-            lines += _lldb_stop(work / shape / "noeh" / "prog", shape,
-                                [("own", "bt\n" + _OWN), ("sbt", "sframe bt"), ("info", "sframe info --wait")])
+            lines += S.lldb_stop(work / shape / "ref" / "prog", shape, [("ref", S.OWN)])
+            lines += S.lldb_stop(work / shape / "noeh" / "prog", shape,
+                                [("own", "bt\n" + S.OWN), ("sbt", "sframe bt"), ("info", "sframe info --wait")])
         sessions.append((order, run_lldb(lldb, lines, tmp_path, "shipped%d-%d" % (lldb, k))))
     late = ["target create %s" % (work / "strip-s" / "noeh" / "prog"), "command script import %s" % PLUGIN_LLDB,
-            "breakpoint set -n getppid", "process launch", "script print('@@ own-late')", "bt", _OWN,
+            "breakpoint set -n getppid", "process launch", "script print('@@ own-late')", "bt", S.OWN,
             "script print('@@ info-late')", "sframe info --wait", "script print('@@ end')", "process kill"]
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi-late"))
     sessions.append((("late",), run_lldb(lldb, late, tmp_path, "shipped%d-late" % lldb, preamble=False)))
     for k, (order, s) in enumerate(sessions):
         out = s.stdout + s.stderr
         assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-4000:]
-        blocks = _blocks(s.stdout)
+        blocks = S.blocks(s.stdout)
         for shape in order:
             if shape == "late":
-                want = _own_pcs(_blocks(sessions[0][1].stdout)["ref-strip-s"])
-                assert _own_pcs(blocks["own-late"]) == want, "LLDB %d, imported late\n%s\nwant\n%s" % (
+                want = S.own_pcs(S.blocks(sessions[0][1].stdout)["ref-strip-s"])
+                assert S.own_pcs(blocks["own-late"]) == want, "LLDB %d, imported late\n%s\nwant\n%s" % (
                     lldb, blocks["own-late"], [hex(p) for p in want])
                 assert "prog: attached (" in blocks["info-late"], blocks["info-late"]
                 continue
-            want = _own_pcs(blocks["ref-" + shape])
+            want = S.own_pcs(blocks["ref-" + shape])
             assert len(want) > 20, blocks["ref-" + shape]
-            sbt = _lldb_pcs(blocks["sbt-" + shape])
+            sbt = S.lldb_pcs(blocks["sbt-" + shape])
             assert sbt == want, "LLDB %d %s: sframe bt\n%s\nLLDB's bt with .eh_frame\n%s" % (
                 lldb, shape, blocks["sbt-" + shape], blocks["ref-" + shape])
             info = blocks["info-" + shape]
@@ -356,19 +187,19 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
                 # (-g: debug information in the program; debuglink: in its separate debug file)
                 assert "prog: not attached: LLDB %d drops a module's load addresses" % lldb in info, info
                 continue
-            module = "libship.so" if shape in LIBRARY_SHAPES else "prog"
+            module = "libship.so" if shape in S.LIBRARY_SHAPES else "prog"
             assert "%s: attached (" % module in info, info
-            if shape in LIBRARY_SHAPES:
+            if shape in S.LIBRARY_SHAPES:
                 assert "prog: not attached: its own DWARF CFI covers every function its SFrame does" in info, info
             own = blocks["own-" + shape]
             if k == 0 and "but LLDB %d worked out how to unwind %s before it was there" % (lldb, module) in info:
                 # (LLDB unwound the module at the first stop, before the plugin could attach the side
                 # file it writes then: said so; the next session takes it as it loads the module)
-                assert _own_pcs(own) != want, info
+                assert S.own_pcs(own) != want, info
                 print("LLDB %d %s: unwound by LLDB before its side file, said so; right in the next session"
                       % (lldb, shape))
                 continue
-            assert _own_pcs(own) == want and own.count("`_start") <= 1, \
+            assert S.own_pcs(own) == want and own.count("`_start") <= 1, \
                 "LLDB %d %s: its own bt after the import\n%s\nits bt with .eh_frame\n%s" % (
                     lldb, shape, own, blocks["ref-" + shape])
     # Each copy of the build got its own side file (the `-g` one only where LLDB takes it).
@@ -428,7 +259,7 @@ def test_cache_entries_are_checked_and_private(shipped, tmp_path):
     forged = sidecache.side_file(other, str(cache)).path
     os.unlink(made[a])
     os.link(forged, made[a])
-    size, digest = sidecache._file_digest(forged)
+    size, digest = sidecache.file_digest(forged)
     text = open(meta).read().replace('"sha256"', '"was"')
     record = json.loads(text)
     record.update(size=size, sha256=digest)
@@ -483,8 +314,8 @@ def test_cache_entries_are_checked_and_private(shipped, tmp_path):
 
 
 def _build_id(path):
-    from sframekit.core.elf.sidecache import _copy_of
-    return _copy_of(path, None).build_id
+    from sframekit.core.elf.sidecache import copy_of
+    return copy_of(path, None).build_id
 
 
 # -- a real program, as distributions ship it -----------------------------------------------------
@@ -550,17 +381,17 @@ def test_real_program_stripped(roots, tmp_path, gdb, toolchain):
             for q in qemus:
                 q.close()
     out = run((tmp_path / "ref" / "lua", "ref", {}), (tmp_path / "noeh" / "lua", "plugin", {"plugin": True}))
-    want = _pcs(out.frames("ref"), relocated=tc.cross)
-    got = _pcs(out.frames("plugin"), relocated=tc.cross)
+    want = S.pcs(out.frames("ref"), relocated=tc.cross)
+    got = S.pcs(out.frames("plugin"), relocated=tc.cross)
     assert "Traceback" not in out and len(want) >= work.depth, out[-4000:]
     assert got == want, "%s %s: Lua strip -s with the plugin\n%s\nDWARF, strip -s with .eh_frame\n%s" % (
-        gdb, toolchain, _hex(got), _hex(want))
+        gdb, toolchain, S.hex_pcs(got), S.hex_pcs(want))
     side = tmp_path / "side"
     T.run_in(tc, ["/usr/bin/python3", str(CLI), "cfi", str(tmp_path / "noeh" / "lua"), "--build-id-dir", str(side)],
              cwd=tmp_path, check=True)
     out = run((tmp_path / "noeh" / "lua", "side", {"before": ["set debug-file-directory %s:/usr/lib/debug" % side]}))
-    got = _pcs(out.frames("side"), relocated=tc.cross)
-    assert got == want, "%s %s: Lua strip -s through the side file\n%s\nDWARF\n%s" % (gdb, toolchain, _hex(got), _hex(want))
+    got = S.pcs(out.frames("side"), relocated=tc.cross)
+    assert got == want, "%s %s: Lua strip -s through the side file\n%s\nDWARF\n%s" % (gdb, toolchain, S.hex_pcs(got), S.hex_pcs(want))
 
 
 # -- the frame-pointer fallback -------------------------------------------------------------------
@@ -597,34 +428,11 @@ def test_live_process_of_a_stripped_program(shipped, tmp_path, toolchain):
     `.eh_frame` stopped at the same place (both started without address randomisation, at paths
     of equal length: the same stack), down to `_start` and no further."""
     work = shipped[toolchain] / "strip-s"
-    procs = {}
-    try:
-        for kind in ("ref", "noeh"):
-            exe = work / kind / "prog"
-            full, env = T.wrap_argv(toolchain, ["setarch", "-R", str(exe)], [exe.parent], exe.parent)
-            env["SHIPPED_STOP"] = "1"
-            proc = subprocess.Popen(full, cwd=exe.parent, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
-            line = proc.stdout.readline()
-            m = re.match(r"shipped: pid (\d+)$", line.strip())
-            assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
-            procs[kind] = (proc, int(m.group(1)))
-        for _proc, pid in procs.values():
-            for _ in range(3000):
-                if open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] == "T":
-                    break
-                time.sleep(0.02)
-        mine = sframe("backtrace", "-p", procs["noeh"][1], "--json")
+    with S.stopped(toolchain, work) as pids:
+        mine = sframe("backtrace", "-p", pids["noeh"], "--json")
         assert mine.returncode == 0 and mine.stderr == "", (mine.returncode, mine.stderr)
         doc = json.loads(mine.stdout)["threads"][0]
-        ref = next(iter(live_frames(toolchain, procs["ref"][1]).values()))
-    finally:
-        for proc, pid in procs.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=60)
+        ref = next(iter(live_frames(toolchain, pids["ref"]).values()))
     want = [f["pc"] for f in ref["frames"] if f["type"] not in ("inline", "tailcall")]
     got = [f["pc"] for f in doc["frames"]]
     assert got == want and doc["stop"]["reason"] == "OUTERMOST", (mine.stdout, [hex(p) for p in want])

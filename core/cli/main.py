@@ -1,12 +1,13 @@
 """The `sframe` command: dump, lookup and backtrace without a debugger."""
 
 import argparse
+import json
 import os
 import sys
 from typing import List, Optional
 
 from .. import __version__
-from ..errors import ElfError, ProcessError, SFrameError
+from ..errors import ElfError, NoSFrameError, ProcessError, SFrameError
 from . import options as O
 from .options import UsageError
 
@@ -103,27 +104,79 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_cfi(args: argparse.Namespace) -> int:
-    """Write the program's SFrame out as DWARF CFI in a side file (core.elf.sidefile)."""
+    """Write the program's SFrame out as DWARF CFI in a side file (core.elf.sidefile); with
+    --build-id-dir, of every program and library in files and trees (core.elf.sidetree)."""
     from ..elf import sidefile
     if (args.output is None) == (args.build_id_dir is None):
         raise UsageError("give -o OUT or --build-id-dir DIR (one of them)")
-    out = args.output or sidefile.build_id_path(args.build_id_dir, args.file)
-    if args.build_id_dir:
-        os.makedirs(os.path.dirname(out), exist_ok=True)
+    single = len(args.files) == 1 and not os.path.isdir(args.files[0])
+    if args.output is None:
+        if args.debug_file and not single:
+            raise UsageError("--debug-file DBG goes with one program, not several")
+        return _cfi_tree(args, single)
+    if not single:
+        raise UsageError("-o OUT takes one program; for several, or a tree, give --build-id-dir DIR")
+    if args.json:
+        raise UsageError("--json goes with --build-id-dir")
+    program = args.files[0]
     from ..elf.debugfile import separate_debug_file
-    debug = None if args.no_debug_file else args.debug_file or separate_debug_file(
-        args.file, skip=args.build_id_dir)
-    made = sidefile.write(args.file, out, callee_saved=args.registers, all_functions=args.all, workers=args.jobs,
-                          debug_file=debug)
-    print("%s: %d function%s with SFrame written as %d DWARF FDE%s%s%s%s" % (
-        out, made.functions, "" if made.functions == 1 else "s", made.fdes, "" if made.fdes == 1 else "s",
-        "; %d left to the program's own CFI" % made.skipped if made.skipped else "",
-        "; with the debug information of %s" % debug if debug else "",
-        "; the program has no .symtab: its symbols are its .dynsym and one per function" if made.symtab_from_dynsym else ""))
+    debug = None if args.no_debug_file else args.debug_file or separate_debug_file(program)
+    made = sidefile.write(program, args.output, callee_saved=args.registers, all_functions=args.all,
+                          workers=args.jobs, debug_file=debug)
+    print(_cfi_written(args.output, made.functions, made.fdes, made.skipped, debug, made.symtab_from_dynsym))
     if made.build_id is None:
         print("warning: %s has no build ID: no debugger finds this file by itself; load it with GDB's "
-              "add-symbol-file or LLDB's target symbols add -s" % args.file, file=sys.stderr)
+              "add-symbol-file or LLDB's target symbols add -s" % program, file=sys.stderr)
     return 0
+
+
+def _cfi_written(out: str, functions: int, fdes: int, skipped: int, debug: Optional[str], dynsym: bool) -> str:
+    return "%s: %d function%s with SFrame written as %d DWARF FDE%s%s%s%s" % (
+        out, functions, "" if functions == 1 else "s", fdes, "" if fdes == 1 else "s",
+        "; %d left to the program's own CFI" % skipped if skipped else "",
+        "; with the debug information of %s" % debug if debug else "",
+        "; the program has no .symtab: its symbols are its .dynsym and one per function" if dynsym else "")
+
+
+def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
+    """`sframe cfi PATH... --build-id-dir DIR`: one line per file that failed (stderr), then one
+    summary line (or, for one program, what became of it; or --json: everything)."""
+    from ..elf import sidetree
+    from ..parallel import workers
+    tty = sys.stderr.isatty() and not single
+
+    def progress(stage: str, done: int, total: int, path: str) -> None:
+        line = "sframe cfi: %d/%d %s  %s" % (done, total, stage, path)
+        print("\r\033[K" + line[:150], end="" if done < total or stage != "written" else "\r\033[K",
+              file=sys.stderr, flush=True)
+    summary = sidetree.run(args.files, args.build_id_dir, all_functions=args.all, registers=args.registers,
+                           processes=args.jobs or workers(1 << 20, 1), debug_file=args.debug_file,
+                           find_debug_file=not args.no_debug_file, progress=progress if tty else None)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(summary.json(), indent=1))
+        return 1 if summary.failed else 0
+    if single and len(summary.results) == 1:
+        r = summary.results[0]
+        Out = sidetree.Outcome
+        if r.outcome is Out.FAILED:
+            raise ElfError("%s: %s" % (r.path, r.why))
+        if r.outcome is Out.NO_SFRAME:
+            raise NoSFrameError("%s: it has no SFrame section" % r.path)
+        if r.outcome is Out.NOT_NEEDED:
+            print("%s: no side file needed: %s" % (r.path, r.why))
+        elif r.outcome is Out.UP_TO_DATE:
+            print("%s: up to date (%d function%s with SFrame written as %d DWARF FDE%s)" % (
+                r.entry, r.functions, "" if r.functions == 1 else "s", r.fdes, "" if r.fdes == 1 else "s"))
+        else:
+            print(_cfi_written(r.entry or "", r.functions, r.fdes, r.skipped, r.debug_file, r.dynsym))
+        return 0
+    for r in summary.results:
+        if r.outcome is sidetree.Outcome.FAILED:
+            print("%s: %s" % (r.path, r.why), file=sys.stderr)
+    print(summary.line())
+    return 1 if summary.failed else 0
 
 
 def package_dir() -> str:
@@ -199,15 +252,20 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog="Use it:  gdb -iex 'set debug-file-directory DIR:/usr/lib/debug' PROG   |   lldb: target "
                         "symbols add OUT   |   eu-stack --debuginfo-path=DIR:/usr/lib/debug ...  (DIR as given to "
                         "--build-id-dir)")
-    cf.add_argument("file")
+    cf.add_argument("files", nargs="+", metavar="PATH",
+                    help="the program (with -o), or programs, libraries and directories (with --build-id-dir)")
     cf.add_argument("-o", "--output", metavar="OUT", help="the side file to write")
     cf.add_argument("--build-id-dir", metavar="DIR",
-                    help="write DIR/.build-id/xx/rest.debug instead, where debuggers look for it")
+                    help="write DIR/.build-id/xx/rest.debug instead, where debuggers and debuginfod look for it: "
+                    "for each program and shared library with SFrame in the files and directories given "
+                    "(walked), once per build; an entry up to date is left alone")
     cf.add_argument("--all", action="store_true", help="also the functions the program's own CFI covers")
     cf.add_argument("--registers", action=argparse.BooleanOptionalAction, default=True,
                     help="the callee-saved registers the function's code proves (default: on; off: all undefined)")
     cf.add_argument("-j", "--jobs", type=O.positive, metavar="N",
-                    help="analyse the functions in at most N processes (default: one per core this process may use)")
+                    help="analyse the functions (several programs: the programs) in at most N processes "
+                    "(default: one per core this process may use)")
+    cf.add_argument("--json", action="store_true", help="with --build-id-dir: what became of each file, as JSON")
     dbg = cf.add_mutually_exclusive_group()
     dbg.add_argument("--debug-file", metavar="DBG",
                      help="the program's separate debug file, whose debug information the side file carries "

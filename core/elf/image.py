@@ -433,6 +433,7 @@ class ElfImage:
         self._symbols = None     # read on first use (_symtab), with _starts and _plt_entries
         self._starts: List[int] = []
         self._plt_entries = None
+        self.symbol_file: Optional[str] = None   # where the symbols are read instead (use_symbols_of)
 
     def _relocations(self, elf, k, where):
         """The relocations aimed at section k, each symbol placed as the sections are (read by
@@ -579,13 +580,23 @@ class ElfImage:
                 best = (value, size, bind)
         return (best[0], best[1]) if best is not None and addr < best[0] + max(best[1], 1) else None
 
+    def use_symbols_of(self, path: str) -> None:
+        """Take the function symbols from `path` (the program's separate debug file, whose `.symtab`
+        a stripped program lacks, at the same addresses); the PLT's names still from the program."""
+        self.symbol_file, self._symbols = path, None
+
     def _symtab(self):
         if self._symbols is None:
             try:
+                if self.symbol_file is not None:
+                    with open(self.symbol_file, "rb") as fh:
+                        elf = ElfFile(fh)
+                        symbols = self._read_symbols(elf, section_headers(elf))
                 with open(self.path, "rb") as fh:
                     elf = ElfFile(fh)
                     sections = section_headers(elf)
-                    symbols = self._read_symbols(elf, sections)
+                    if self.symbol_file is None:
+                        symbols = self._read_symbols(elf, sections)
                     try:
                         plt = _plt_entries(elf, sections)
                     except Exception as exc:

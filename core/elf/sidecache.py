@@ -101,7 +101,7 @@ def _build_id_and_layout(elf, path: str):
     return build_id, alloc, sections
 
 
-def _copy_of(program: str, debug_file: Optional[str]) -> _Copy:
+def copy_of(program: str, debug_file: Optional[str]) -> _Copy:
     def load(elf, fh) -> _Copy:
         build_id, alloc, sections = _build_id_and_layout(elf, program)
         if build_id is None:
@@ -119,7 +119,7 @@ def _copy_of(program: str, debug_file: Optional[str]) -> _Copy:
     return load_elf(program, load, "its headers")
 
 
-def _file_digest(path: str) -> Tuple[int, str]:
+def file_digest(path: str) -> Tuple[int, str]:
     digest = hashlib.sha256()
     size = 0
     with open(path, "rb") as fh:
@@ -134,7 +134,7 @@ def check(path: str, meta: dict, copy: _Copy) -> Optional[str]:
     (truncated, altered), not ELF, no `.debug_frame` whose entries chain, another build ID, other
     addresses."""
     try:
-        size, digest = _file_digest(path)
+        size, digest = file_digest(path)
     except OSError as exc:
         return "cannot read it: %s" % exc.strerror
     recorded = meta.get("size")
@@ -234,7 +234,7 @@ def place(program: str, directory: Optional[str] = None, debug_file: Optional[st
     except CacheError as exc:
         return Made(None, str(exc))
     try:
-        copy = _copy_of(program, debug_file)
+        copy = copy_of(program, debug_file)
     except (ElfError, OSError) as exc:
         return Made(None, str(exc) if isinstance(exc, ElfError) else "%s: %s" % (program, exc.strerror))
     try:
@@ -301,7 +301,7 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     record = {"version": _META_VERSION, "program": os.path.realpath(program), "why": note}
     try:
         if not note:
-            record["size"], record["sha256"] = _file_digest(at.entry)
+            record["size"], record["sha256"] = file_digest(at.entry)
         sidefile.write_private(at.meta, json.dumps(record, indent=1).encode())
     except OSError as exc:
         return Made(None, "cannot write the side file into the cache %s: %s" % (at.directory, exc.strerror))
@@ -367,7 +367,7 @@ def _remove_stale(where: str) -> None:
         return
     for name in names:
         parts = name.split("-")
-        if len(parts) < 4 or not parts[2].isdigit() or _alive(int(parts[2])):
+        if len(parts) < 4 or not parts[2].isdigit() or alive(int(parts[2])):
             continue
         try:
             os.unlink(os.path.join(where, name))
@@ -375,7 +375,7 @@ def _remove_stale(where: str) -> None:
             pass
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

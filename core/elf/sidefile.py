@@ -177,6 +177,8 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     sf = image.require_sframe()
     prog = _read_program(program)
     if debug_file is not None:
+        if not prog.has_symtab:
+            image.use_symbols_of(debug_file)   # (the analysis knows each function's start: s390x needs it)
         prog = _with_debug_file(prog, _read_program(debug_file), debug_file)
     abi = abimod.for_elf(image.machine, image.big_endian)
     if abi is None:
