@@ -4,12 +4,14 @@ several."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from helpers.cli import sframe
+from helpers.cli import CLI, REPO, sframe
 
 from sframekit.core.elf.image import ElfImage, load_elf, section_headers
 from sframekit.core.elf.notes import build_id_of, debug_file_path
@@ -136,3 +138,36 @@ def test_usage(tree, tmp_path):
                        "--debug-file DBG goes with one program, not several")):
         code, text, err = _run(*args)
         assert code == 2 and text == "" and msg in err, (args, err)
+
+
+def test_progress_on_a_terminal(tree, tmp_path):
+    """On a terminal, a progress line on standard error, rewritten in place and cleared at the
+    end; the summary line stays."""
+    import pexpect
+    root, _sid, _host = tree
+    child = pexpect.spawn(sys.executable, [str(CLI), "cfi", str(root), "--build-id-dir", str(tmp_path / "dir")],
+                          cwd=str(REPO), encoding="utf-8", timeout=300, dimensions=(24, 200))
+    child.expect(pexpect.EOF)
+    child.close()
+    text = child.before
+    assert "\rsframe cfi: 1/" in text.replace("\x1b[K", "") and " looked at  " in text, repr(text)
+    assert re.search(r"sframe cfi: \d+/\d+ written  ", text), repr(text)
+    assert re.search(r"^%s: 2 side files written, 0 up to date, .*, 1 failed \(\d+\.\d s, \d+ process(es)?\)\r?$"
+                     % re.escape(str(tmp_path / "dir")), text, re.M), repr(text)
+    assert child.exitstatus == 1
+
+
+def test_across_runs_and_odd_inputs(tree, tmp_path):
+    """A run over the copy without `.eh_frame`, then one over the copy with it: the entry still
+    covers every function (the first copy's clients need them).  A named FIFO is no regular file."""
+    root, sid, _host = tree
+    out = tmp_path / "dir"
+    first = json.loads(_run(root / "bin" / "frames", "--build-id-dir", out, "--json")[1])["files"][0]
+    assert first["outcome"] == "written" and first["skipped"] == 0, first
+    code, text, err = _run(root / "bin" / "frames-with-cfi", "--build-id-dir", out, "--json")
+    second = json.loads(text)["files"][0]
+    assert second["outcome"] == "written" and second["functions"] == first["functions"], second
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, text, err = _run(fifo, root / "bin" / "frames-v1", "--build-id-dir", out)
+    assert code == 1 and err == "%s: not a regular file\n" % fifo and "1 side file written" in text, (text, err)

@@ -3,11 +3,13 @@
 import argparse
 import json
 import os
+import shutil
 import sys
+import time
 from typing import List, Optional
 
 from .. import __version__
-from ..errors import ElfError, NoSFrameError, ProcessError, SFrameError
+from ..errors import ElfError, NoSFrameError, NotElfError, ProcessError, SFrameError
 from . import options as O
 from .options import UsageError
 
@@ -22,9 +24,50 @@ def _image(path):
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
+    """One file: its section as readelf prints it (no SFrame: an error).  Several, or archives:
+    as readelf prints them, `File: NAME` before each file and member (`lib.a(a.o)`, a thin
+    archive's `thin.a[a.o]`); a file without SFrame a warning, one that is not ELF an error, and
+    the others go on; exit status 1 where any failed."""
+    from ..elf import archive
     from ..report.dump import dump_file
-    sys.stdout.write(dump_file(args.file))
-    return 0
+    if len(args.files) == 1 and not archive.is_archive(args.files[0]):
+        sys.stdout.write(dump_file(args.files[0]))
+        return 0
+    status = 0
+
+    def say(text: str) -> None:
+        sys.stdout.flush()
+        print("sframe: %s" % text, file=sys.stderr, flush=True)
+    with archive.inputs(args.files) as items:
+        for item in items:
+            if item.path is None:
+                say(item.error or item.display)
+                status = 1
+                continue
+            try:
+                text = dump_file(item.path)
+            except NotElfError:
+                say("%s: not an ELF file" % item.display)
+                status = 1
+                continue
+            except NoSFrameError:
+                sys.stdout.write("\nFile: %s\n" % item.display)
+                say("warning: %s: no SFrame section (.sframe)" % item.display)
+                continue
+            except (ElfError, SFrameError) as exc:
+                sys.stdout.write("\nFile: %s\n" % item.display)
+                say(_named(str(exc), item))
+                status = 1
+                continue
+            sys.stdout.write("\nFile: %s\n%s" % (item.display, text))
+    return status
+
+
+def _named(text: str, item) -> str:
+    """An error's text with an archive member's temporary copy named as readelf names the member."""
+    if item.member and item.path:
+        text = text.replace(item.path, item.display)
+    return text if text.startswith(item.display) else "%s: %s" % (item.display, text)
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
@@ -69,38 +112,93 @@ def cmd_backtrace(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0: every comparable rule agrees (with --registers: no wrong place); 1: a disagreement
-    (a wrong place); 2: a usage or file error."""
+    (a wrong place); 2: a usage or file error.  Several files, or archives: each one's report as
+    for it alone (a file without SFrame: a warning), then one summary line; the worst status."""
     import json
 
+    from ..elf import archive
+    if len(args.files) == 1 and not archive.is_archive(args.files[0]):
+        try:
+            report = _check_report(args, args.files[0])
+        except (ElfError, SFrameError, ImportError) as exc:
+            print("sframe: %s" % exc, file=sys.stderr)
+            return 2
+        if args.json:
+            json.dump(report.as_dict(), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print("\n".join(_check_lines(args, report)))
+        return _check_status(report)
+    worst, counts, docs = 0, {"agree": 0, "disagree": 0, "without SFrame": 0, "failed": 0}, []
+    with archive.inputs(args.files) as items:
+        for item in items:
+            sys.stdout.flush()
+            try:
+                if item.path is None:
+                    raise ElfError(item.error or item.display)
+                report = _check_report(args, item.path)
+            except NoSFrameError:
+                print("sframe: warning: %s: no SFrame section (.sframe)" % item.display, file=sys.stderr, flush=True)
+                counts["without SFrame"] += 1
+                docs.append({"file": item.display, "sframe": False})
+                continue
+            except (ElfError, SFrameError) as exc:
+                print("sframe: %s" % _named(str(exc), item), file=sys.stderr, flush=True)
+                counts["failed"] += 1
+                worst = 2
+                docs.append({"file": item.display, "error": _named(str(exc), item)})
+                continue
+            status = _check_status(report)
+            worst = max(worst, status)
+            counts["disagree" if status else "agree"] += 1
+            if args.json:
+                doc = json.loads(json.dumps(report.as_dict()).replace(json.dumps(item.path)[1:-1],
+                                                                      json.dumps(item.display)[1:-1]))
+                docs.append(dict(doc, file=item.display))
+            else:
+                text = "\n".join(_check_lines(args, report))
+                print(text.replace(item.path, item.display) if item.member else text)
+    summary = "sframe check: %d file%s: %s" % (sum(counts.values()), "" if sum(counts.values()) == 1 else "s",
+                                               ", ".join("%d %s" % (n, what) for what, n in counts.items()))
+    if args.json:
+        json.dump({"files": docs, "counts": counts}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(summary)
+    return worst
+
+
+def _check_report(args: argparse.Namespace, path: str):
     from ..checks import against_cfi, registers
     check = registers.check_registers if args.registers else against_cfi.check_file
-    try:
-        report = check(args.file, function=args.function)
-    except (ElfError, SFrameError, ImportError) as exc:
-        print("sframe: %s" % exc, file=sys.stderr)
-        return 2
-    if args.json:
-        json.dump(report.as_dict(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    elif isinstance(report, registers.RegisterReport):
-        listed = report.wrong if args.show is None else report.wrong[:args.show]
-        for w in listed:
-            print(w)
-        if len(listed) < len(report.wrong):
-            print("(more wrong places not shown: --show %d)" % args.show)
-        print("\n".join(registers.summary_lines(report, top=args.top)))
-    else:
-        shown = 0
-        for f in report.findings:
-            if args.show is not None and f.kind == against_cfi.DISAGREE and shown >= args.show:
-                continue
-            shown += f.kind == against_cfi.DISAGREE
-            print(f)
-        if args.show is not None and shown < sum(f.kind == against_cfi.DISAGREE for f in report.findings):
-            print("(more disagreements not shown: --show %d)" % args.show)
-        print("\n".join(against_cfi.summary_lines(report)))
+    return check(path, function=args.function)
+
+
+def _check_status(report) -> int:
+    from ..checks import against_cfi, registers
     failed = report.wrong if isinstance(report, registers.RegisterReport) else against_cfi.failed(report)
     return 1 if failed else 0
+
+
+def _check_lines(args: argparse.Namespace, report) -> List[str]:
+    """A report's text: its wrong places or findings (at most --show), then its summary lines."""
+    from ..checks import against_cfi, registers
+    out: List[str] = []
+    if isinstance(report, registers.RegisterReport):
+        listed = report.wrong if args.show is None else report.wrong[:args.show]
+        out += map(str, listed)
+        if len(listed) < len(report.wrong):
+            out.append("(more wrong places not shown: --show %d)" % args.show)
+        return out + registers.summary_lines(report, top=args.top)
+    shown = 0
+    for f in report.findings:
+        if args.show is not None and f.kind == against_cfi.DISAGREE and shown >= args.show:
+            continue
+        shown += f.kind == against_cfi.DISAGREE
+        out.append(str(f))
+    if args.show is not None and shown < sum(f.kind == against_cfi.DISAGREE for f in report.findings):
+        out.append("(more disagreements not shown: --show %d)" % args.show)
+    return out + against_cfi.summary_lines(report)
 
 
 def cmd_cfi(args: argparse.Namespace) -> int:
@@ -110,6 +208,8 @@ def cmd_cfi(args: argparse.Namespace) -> int:
     if (args.output is None) == (args.build_id_dir is None):
         raise UsageError("give -o OUT or --build-id-dir DIR (one of them)")
     single = len(args.files) == 1 and not os.path.isdir(args.files[0])
+    if args.debug_file and not os.path.isfile(args.debug_file):
+        raise ElfError("%s: no such file (--debug-file)" % args.debug_file)
     if args.output is None:
         if args.debug_file and not single:
             raise UsageError("--debug-file DBG goes with one program, not several")
@@ -145,9 +245,17 @@ def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
     from ..parallel import workers
     tty = sys.stderr.isatty() and not single
 
+    width = shutil.get_terminal_size().columns - 1
+    shown = [0.0]
+
     def progress(stage: str, done: int, total: int, path: str) -> None:
-        line = "sframe cfi: %d/%d %s  %s" % (done, total, stage, path)
-        print("\r\033[K" + line[:150], end="" if done < total or stage != "written" else "\r\033[K",
+        now = time.monotonic()
+        if done < total and now - shown[0] < 0.1:
+            return                                   # (at most ten lines a second)
+        shown[0] = now
+        head = "sframe cfi: %d/%d %s  " % (done, total, stage)
+        room = max(width - len(head), 10)
+        print("\r\033[K" + head + (path if len(path) <= room else "..." + path[-room + 3:]), end="",
               file=sys.stderr, flush=True)
     summary = sidetree.run(args.files, args.build_id_dir, all_functions=args.all, registers=args.registers,
                            processes=args.jobs or workers(1 << 20, 1), debug_file=args.debug_file,
@@ -160,7 +268,7 @@ def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
     if single and len(summary.results) == 1:
         r = summary.results[0]
         Out = sidetree.Outcome
-        if r.outcome is Out.FAILED:
+        if r.outcome in (Out.FAILED, Out.LEFT_ALONE):
             raise ElfError("%s: %s" % (r.path, r.why))
         if r.outcome is Out.NO_SFRAME:
             raise NoSFrameError("%s: it has no SFrame section" % r.path)
@@ -173,7 +281,7 @@ def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
             print(_cfi_written(r.entry or "", r.functions, r.fdes, r.skipped, r.debug_file, r.dynsym))
         return 0
     for r in summary.results:
-        if r.outcome is sidetree.Outcome.FAILED:
+        if r.outcome in (sidetree.Outcome.FAILED, sidetree.Outcome.LEFT_ALONE):
             print("%s: %s" % (r.path, r.why), file=sys.stderr)
     print(summary.line())
     return 1 if summary.failed else 0
@@ -201,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version="sframe-gdb %s (%s)" % (__version__, package_dir()))
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump", help="print the SFrame section like binutils 2.47's readelf --sframe")
-    d.add_argument("file")
+    d.add_argument("files", nargs="+", metavar="FILE", help="ELF files and archives (thin ones too)")
     d.set_defaults(func=cmd_dump)
     lk = sub.add_parser("lookup", help="show the FDE, FRE and recovery rules covering an address")
     lk.add_argument("file")
@@ -230,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "of the same file say at every address of every function: CFA, return address, frame "
                         "pointer; and which functions each covers.  Exit status: 0 when everything comparable "
                         "agrees, 1 on a disagreement, 2 on a usage or file error.")
-    ck.add_argument("file")
+    ck.add_argument("files", nargs="+", metavar="FILE", help="ELF files and archives (thin ones too)")
     O.add_json(ck)
     ck.add_argument("--function", metavar="NAME", help="only this function (as the findings name it)")
     ck.add_argument("--show", dest="show", type=O.not_negative, metavar="N",

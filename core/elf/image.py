@@ -569,10 +569,14 @@ class ElfImage:
                 if exact:
                     return exact
             return self._function_symbols(elf, sections)[1]
-        try:
-            found = load_elf(self.path, load, "its symbols")
-        except ElfError:
-            return None
+        found = []
+        for path in ([self.symbol_file] if self.symbol_file else []) + [self.path]:
+            try:
+                found = load_elf(path, load, "its symbols")
+            except ElfError:
+                found = []
+            if found:
+                break                # (a debug file without symbols: the program's own)
         best = None                  # (address, size, binding), the alias kept as _read_symbols keeps it
         for value, size, _name, bind in found:
             if value <= addr and (best is None or value > best[0] or (
@@ -587,15 +591,21 @@ class ElfImage:
 
     def _symtab(self):
         if self._symbols is None:
-            try:
-                if self.symbol_file is not None:
+            symbols = []
+            if self.symbol_file is not None:
+                try:
                     with open(self.symbol_file, "rb") as fh:
                         elf = ElfFile(fh)
                         symbols = self._read_symbols(elf, section_headers(elf))
+                except Exception as exc:
+                    if not isinstance(exc, (ElfError, OSError)) and not _malformed(exc):
+                        raise
+                    raise ElfError("%s: cannot read symbols: %s" % (self.symbol_file, exc)) from None
+            try:
                 with open(self.path, "rb") as fh:
                     elf = ElfFile(fh)
                     sections = section_headers(elf)
-                    if self.symbol_file is None:
+                    if not symbols:          # (no debug file, or one without symbols: the program's)
                         symbols = self._read_symbols(elf, sections)
                     try:
                         plt = _plt_entries(elf, sections)

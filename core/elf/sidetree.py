@@ -23,6 +23,8 @@ import enum
 import json
 import multiprocessing
 import os
+import signal
+import stat
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -46,6 +48,7 @@ class Outcome(enum.Enum):
     UP_TO_DATE = "up to date"
     NOT_NEEDED = "not needed"          # the program's own CFI covers every function SFrame has
     SAME_BUILD = "same build"          # another copy of the build has the entry
+    LEFT_ALONE = "left alone"          # a file this command did not write is at the entry's place
     NO_SFRAME = "no SFrame"            # an ELF program or library without an SFrame section
     FAILED = "failed"
 
@@ -65,6 +68,7 @@ class Result:
     debug_file: Optional[str] = None
     skipped: int = 0                   # functions left to the program's own CFI
     dynsym: bool = False               # the side file's symbols are the program's .dynsym (no .symtab)
+    entry_failed: bool = False         # FAILED at the entry (DIR), not at reading this copy
 
     def json(self) -> dict:
         out = asdict(self)
@@ -77,7 +81,6 @@ class _Copy:
     """An ELF program or library with SFrame, as the walk found it."""
     path: str
     build_id: bytes
-    shape: str            # a digest of its ELF and section headers (core.elf.sidecache)
     cfi_bytes: int        # its own .eh_frame and .debug_frame
     symtab: bool
     size: int
@@ -113,9 +116,11 @@ class Summary:
         if self.count(Outcome.NOT_NEEDED):
             parts.append("%d not needed (their own CFI covers every function)" % self.count(Outcome.NOT_NEEDED))
         if self.count(Outcome.SAME_BUILD):
-            parts.append(n(self.count(Outcome.SAME_BUILD), "copy of a build written from another copy",
-                           "copies of builds written from other copies"))
+            parts.append(n(self.count(Outcome.SAME_BUILD), "copy of a build that another copy stands for",
+                           "copies of builds that other copies stand for"))
         parts.append(n(self.count(Outcome.NO_SFRAME), "ELF file without SFrame", "ELF files without SFrame"))
+        if self.count(Outcome.LEFT_ALONE):
+            parts.append("%d left alone (another's file at the entry's place)" % self.count(Outcome.LEFT_ALONE))
         if self.failed:
             parts.append("%d failed" % self.failed)
         return "%s: %s (%.1f s, %s)" % (self.directory, ", ".join(parts), self.seconds,
@@ -147,32 +152,43 @@ def walk(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str], bool]]:
             yield top, exc.strerror or str(exc), True
             continue
         if not os.path.isdir(top):
-            if once(top, st):
+            if not stat.S_ISREG(st.st_mode):
+                yield top, "not a regular file", True
+            elif once(top, st):
                 yield top, None, True
             continue
-        inside = os.path.realpath(top) + os.sep
+        inside = os.path.join(os.path.realpath(top), "")
+        device = st.st_dev
         problems: List[OSError] = []
         for folder, dirs, files in os.walk(top, onerror=problems.append):
             while problems:
                 bad = problems.pop()
                 yield bad.filename or folder, bad.strerror or str(bad), False
-            dirs.sort()
+            # (not into other file systems, as find -xdev: a walk of / stays out of /proc and /sys)
+            dirs[:] = sorted(d for d in dirs if _same_device(os.path.join(folder, d), device))
             for name in sorted(files):
                 path = os.path.join(folder, name)
                 try:
                     if os.path.islink(path) and not os.path.realpath(path).startswith(inside):
                         continue              # (out of the tree)
                     st = os.stat(path)
+                except FileNotFoundError:
+                    continue                  # (a dangling link, or gone since the folder was listed)
                 except OSError as exc:
-                    if os.path.islink(path):
-                        continue              # (a dangling link: nothing to read)
                     yield path, exc.strerror or str(exc), False
                     continue
-                if os.path.isfile(path) and once(path, st):
+                if stat.S_ISREG(st.st_mode) and st.st_dev == device and once(path, st):
                     yield path, None, False
         while problems:
             bad = problems.pop()
             yield bad.filename or top, bad.strerror or str(bad), False
+
+
+def _same_device(path: str, device: int) -> bool:
+    try:
+        return os.lstat(path).st_dev == device
+    except OSError:
+        return False
 
 
 def _look(found: Tuple[str, bool]):
@@ -183,6 +199,8 @@ def _look(found: Tuple[str, bool]):
         with open(path, "rb") as fh:
             if fh.read(4) != b"\x7fELF":
                 return Result(path, Outcome.FAILED, "not an ELF file") if given else None
+    except FileNotFoundError:
+        return Result(path, Outcome.FAILED, "no such file") if given else None    # (gone during the walk)
     except OSError as exc:
         return Result(path, Outcome.FAILED, "cannot read it: %s" % (exc.strerror or exc))
 
@@ -200,8 +218,7 @@ def _look(found: Tuple[str, bool]):
             return Result(path, Outcome.FAILED, "it has no build ID (link it with -Wl,--build-id): a side file "
                           "under a debug-file directory is found by it; write it with -o and load it by hand "
                           "instead", code_bytes=code)
-        return _Copy(path, build_id, sidecache.copy_of(path, None).shape,
-                     sum(s.size for s in sections if s.name in _CFI_SECTIONS and s.type != SHT_NOBITS),
+        return _Copy(path, build_id, sum(s.size for s in sections if s.name in _CFI_SECTIONS and s.type != SHT_NOBITS),
                      any(s.name == ".symtab" for s in sections), os.path.getsize(path), code)
     try:
         return load_elf(path, load, "its headers")
@@ -210,8 +227,12 @@ def _look(found: Tuple[str, bool]):
 
 
 def _text(exc: BaseException, path: str) -> str:
-    """An error's text without the path it starts with (each line names the file itself)."""
-    text = str(exc) if not isinstance(exc, OSError) else (exc.strerror or str(exc))
+    """An error's text without the path it starts with (each line names the file itself); an
+    OSError about another file (the directory written into) names that one."""
+    if isinstance(exc, OSError):
+        text = exc.strerror or str(exc)
+        return text if not exc.filename or exc.filename == path else "%s: %s" % (exc.filename, text)
+    text = str(exc)
     return text[len(path) + 2:] if text.startswith(path + ": ") else text
 
 
@@ -246,13 +267,15 @@ class _Writer:
             got = Result(c.path, Outcome.FAILED, build_id=c.build_id.hex(), code_bytes=c.code_bytes)
             try:
                 got = self._write(c, job.all_functions, got)
+            except _EntryError as exc:
+                got.why, got.entry_failed = str(exc), True       # (about the entry: no other copy helps)
             except (ElfError, SFrameError, OSError) as exc:
                 got.why = _text(exc, c.path)
             except Exception as exc:       # (a defect of ours: said, and the walk goes on)
                 got.why = "internal error: %s: %s" % (type(exc).__name__, exc)
             got.seconds = time.monotonic() - start
             out.append(got)
-            if got.outcome is not Outcome.FAILED:
+            if got.outcome is not Outcome.FAILED or got.entry_failed:
                 out += [Result(o.path, Outcome.SAME_BUILD, c.path, o.build_id.hex(), code_bytes=o.code_bytes)
                         for o in job.copies[k + 1:]]
                 break
@@ -268,48 +291,76 @@ class _Writer:
             kept = record.get("debug_file") if record else None
             if debug is None and isinstance(kept, str) and os.path.isfile(kept):
                 debug = kept           # (given once with --debug-file: the entry keeps carrying it)
-        # (an entry once written for every function, for copies whose CFI differs, stays so)
-        every = all_functions or bool(record and record.get("all") is True)
+        # Every function, once so written (copies whose CFI differs, seen now or by an earlier run:
+        # the entry must serve the one with the least).
+        every = all_functions or bool(record and (record.get("all") is True
+                                                  or record.get("cfi_bytes", c.cfi_bytes) != c.cfi_bytes))
         copy = sidecache.copy_of(c.path, debug)
         wanted = {"version": _RECORD_VERSION, "tool": __version__, "program": os.path.realpath(c.path),
                   "shape": copy.shape, "all": every, "registers": self.registers,
-                  "debug_file": os.path.realpath(debug) if debug else None}
+                  "debug_file": os.path.realpath(debug) if debug else None, "cfi_bytes": c.cfi_bytes}
         got.entry, got.debug_file = entry, debug
         if record is not None and all(record.get(k) == v for k, v in wanted.items()):
-            if record.get("why"):
+            if record.get("why") and not os.path.lexists(entry):
                 got.outcome, got.why, got.entry = Outcome.NOT_NEEDED, record["why"], None
                 return got
-            if sidecache.check(entry, record, copy) is None:
+            if not record.get("why") and sidecache.check(entry, record, copy) is None:
                 got.outcome = Outcome.UP_TO_DATE
                 got.functions, got.fdes = record.get("functions", 0), record.get("fdes", 0)
                 got.skipped, got.dynsym = record.get("skipped", 0), record.get("dynsym", False)
                 return got
-        if record is None and os.path.lexists(entry):
+        if os.path.lexists(entry) and not _written_here(entry, record):
+            got.outcome = Outcome.LEFT_ALONE
             got.why = "%s is there and this command did not write it (a real debug file?): left alone" % entry
             return got
-        os.makedirs(os.path.dirname(entry), exist_ok=True)
-        os.makedirs(os.path.dirname(record_path), exist_ok=True)
+        tmp = os.path.join(self.directory, RECORDS, "tmp", "%s.%d.debug" % (c.build_id.hex(), os.getpid()))
         try:
-            made = sidefile.write(c.path, entry, callee_saved=self.registers, all_functions=every,
+            os.makedirs(os.path.dirname(entry), exist_ok=True)
+            os.makedirs(os.path.dirname(tmp), exist_ok=True)
+        except OSError as exc:
+            raise _EntryError("cannot write into %s: %s" % (exc.filename or self.directory, exc.strerror)) from None
+        try:
+            made = sidefile.write(c.path, tmp, callee_saved=self.registers, all_functions=every,
                                   workers=self.workers, debug_file=debug)
         except NoSFrameError as exc:
             got.why = _text(exc, c.path)
             return got
         got.functions, got.fdes, got.skipped, got.dynsym = made.functions, made.fdes, made.skipped, \
             made.symtab_from_dynsym
-        if made.functions == 0:
-            os.unlink(entry)
-            wanted["why"] = sidecache.COVERED
-            got.outcome, got.why, got.entry = Outcome.NOT_NEEDED, sidecache.COVERED, None
-        else:
-            _public(entry)
-            wanted["size"], wanted["sha256"] = sidecache.file_digest(entry)
-            wanted.update(functions=made.functions, fdes=made.fdes, skipped=made.skipped,
-                          dynsym=made.symtab_from_dynsym)
-            got.outcome = Outcome.WRITTEN
-        sidefile.write_private(record_path, json.dumps(wanted, indent=1).encode())
-        _public(record_path)
+        try:
+            if made.functions == 0:
+                os.unlink(tmp)
+                wanted["why"] = sidecache.COVERED
+                got.outcome, got.why, got.entry = Outcome.NOT_NEEDED, sidecache.COVERED, None
+            else:
+                _public(tmp)
+                wanted["size"], wanted["sha256"] = sidecache.file_digest(tmp)
+                wanted.update(functions=made.functions, fdes=made.fdes, skipped=made.skipped,
+                              dynsym=made.symtab_from_dynsym)
+                got.outcome = Outcome.WRITTEN
+            # The record first, then the entry: an entry in place always has its record (one
+            # interrupted in between is written again: the record's digest is not the file's).
+            sidefile.write_private(record_path, json.dumps(wanted, indent=1).encode())
+            _public(record_path)
+            if made.functions == 0:
+                if os.path.lexists(entry):
+                    os.unlink(entry)             # (ours: _written_here said so)
+            else:
+                os.replace(tmp, entry)
+        except OSError as exc:
+            raise _EntryError("cannot write into %s: %s" % (exc.filename or self.directory, exc.strerror)) from None
         return got
+
+
+class _EntryError(Exception):
+    """The entry cannot be written (the directory): the same for every copy of the build."""
+
+
+def _written_here(entry: str, record: Optional[dict]) -> bool:
+    """Is the file at the entry's place one this command wrote (its record says it wrote one
+    there; a damaged one is written again, as the cache's are)?  No record, or a record of a build
+    that needed none: another's file."""
+    return record is not None and isinstance(record.get("sha256"), str)
 
 
 def _record(path: str) -> Optional[dict]:
@@ -328,22 +379,26 @@ def _public(path: str) -> None:
     os.chmod(path, 0o644 & ~mask)
 
 
-def _remove_leftovers(directory: str, builds: Sequence[bytes]) -> None:
-    """Remove what interrupted writers left beside the entries of `builds` (NAME.tmpPID of
-    processes that have ended)."""
-    for bid in builds:
-        folder = os.path.dirname(debug_file_path(directory, bid))
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        for name in names:
-            stem, dot, pid = name.rpartition(".tmp")
-            if dot and pid.isdigit() and not sidecache.alive(int(pid)):
-                try:
-                    os.unlink(os.path.join(folder, name))
-                except OSError:
-                    pass
+def _remove_leftovers(directory: str) -> None:
+    """Remove what interrupted writers left (RECORDS/tmp/BUILDID.PID.debug and its .tmpPID, of
+    processes of this machine that have ended)."""
+    folder = os.path.join(directory, RECORDS, "tmp")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        pids = [p for p in name.replace(".tmp", ".").split(".") if p.isdigit()]
+        if pids and not any(sidecache.alive(int(p)) for p in pids):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
+def _ignore_interrupts() -> None:
+    """A pool's process: Ctrl-C is for the command (which ends the pool), not for it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, registers: bool = True,
@@ -354,6 +409,13 @@ def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, re
     path)` is called as each file is looked at ("looked at") and each build is written
     ("written")."""
     start = time.monotonic()
+    try:
+        for folder in (os.path.join(directory, ".build-id"), os.path.join(directory, RECORDS, "tmp")):
+            os.makedirs(folder, exist_ok=True)
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied", folder)
+    except OSError as exc:
+        raise ElfError("cannot write into %s: %s" % (exc.filename or directory, exc.strerror or exc)) from None
     results: List[Result] = []
     found: List[Tuple[str, bool]] = []
     for path, why, given in walk(paths):
@@ -361,7 +423,9 @@ def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, re
             found.append((path, given))
         else:
             results.append(Result(path, Outcome.FAILED, why))
-    pool = multiprocessing.get_context("fork").Pool(processes) if processes > 1 and len(found) > 1 else None
+    _remove_leftovers(directory)
+    pool = multiprocessing.get_context("fork").Pool(processes, _ignore_interrupts) \
+        if processes > 1 and len(found) > 1 else None
     copies: List[_Copy] = []
     jobs: List[_Job] = []
     try:
@@ -374,7 +438,6 @@ def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, re
             elif got is not None:
                 results.append(got)
         jobs = _jobs(copies, all_functions)
-        _remove_leftovers(directory, [j.copies[0].build_id for j in jobs])
         writer = _Writer(directory, registers, debug_file, find_debug_file, processes if len(jobs) == 1 else 1)
         written = pool.imap_unordered(writer, jobs) if pool and len(jobs) > 1 else map(writer, jobs)
         for k, got in enumerate(written):
@@ -385,7 +448,7 @@ def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, re
         if pool is not None:
             pool.terminate()
             pool.join()
-            _remove_leftovers(directory, [j.copies[0].build_id for j in jobs])
+        _remove_leftovers(directory)
     order = {p: k for k, (p, _given) in enumerate(found)}
     results.sort(key=lambda r: (order.get(r.path, -1), r.path))
     return Summary(directory, results, time.monotonic() - start, processes if pool else 1)
