@@ -155,3 +155,18 @@ def _finish(child, kill: bool = False) -> Dict[int, Any]:
     except Exception:
         return {}
     return got if isinstance(got, dict) else {}
+
+
+def file_pool(processes: int, items: int):
+    """A pool of `processes` forked processes for a command's files (None where one process does:
+    one process asked for, or at most one item); Ctrl-C is for the command, which ends the pool,
+    not for its processes."""
+    if processes <= 1 or items <= 1:
+        return None
+    import multiprocessing
+    return multiprocessing.get_context("fork").Pool(processes, _ignore_interrupts)
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+

@@ -238,6 +238,23 @@ def _cfi_written(out: str, functions: int, fdes: int, skipped: int, debug: Optio
         "; the program has no .symtab: its symbols are its .dynsym and one per function" if dynsym else "")
 
 
+def _progress_line():
+    """show(head, path, more): a progress line on standard error (a terminal), rewritten in place,
+    at most ten times a second but for the last, the path cut from the left to fit the terminal."""
+    width = shutil.get_terminal_size().columns - 1
+    shown = [0.0]
+
+    def show(head: str, path: str, more: bool) -> None:
+        now = time.monotonic()
+        if more and now - shown[0] < 0.1:
+            return
+        shown[0] = now
+        room = max(width - len(head), 10)
+        print("\r\033[K" + head + (path if len(path) <= room else "..." + path[-room + 3:]), end="",
+              file=sys.stderr, flush=True)
+    return show
+
+
 def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
     """`sframe cfi PATH... --build-id-dir DIR`: one line per file that failed (stderr), then one
     summary line (or, for one program, what became of it; or --json: everything)."""
@@ -245,18 +262,10 @@ def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
     from ..parallel import workers
     tty = sys.stderr.isatty() and not single
 
-    width = shutil.get_terminal_size().columns - 1
-    shown = [0.0]
+    line = _progress_line()
 
     def progress(stage: str, done: int, total: int, path: str) -> None:
-        now = time.monotonic()
-        if done < total and now - shown[0] < 0.1:
-            return                                   # (at most ten lines a second)
-        shown[0] = now
-        head = "sframe cfi: %d/%d %s  " % (done, total, stage)
-        room = max(width - len(head), 10)
-        print("\r\033[K" + head + (path if len(path) <= room else "..." + path[-room + 3:]), end="",
-              file=sys.stderr, flush=True)
+        line("sframe cfi: %d/%d %s  " % (done, total, stage), path, done < total)
     summary = sidetree.run(args.files, args.build_id_dir, all_functions=args.all, registers=args.registers,
                            processes=args.jobs or workers(1 << 20, 1), debug_file=args.debug_file,
                            find_debug_file=not args.no_debug_file, progress=progress if tty else None)
@@ -284,6 +293,29 @@ def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
         if r.outcome in (sidetree.Outcome.FAILED, sidetree.Outcome.LEFT_ALONE):
             print("%s: %s" % (r.path, r.why), file=sys.stderr)
     print(summary.line())
+    return 1 if summary.failed else 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """The figures of every file, archive member and tree given (core.checks.stats); exit 1
+    where an input could not be read."""
+    from ..checks import stats
+    from ..parallel import workers
+    tty = sys.stderr.isatty()
+    line = _progress_line()
+
+    def progress(done: int, total: int, path: str) -> None:
+        line("sframe stats: %d/%d  " % (done, total), path, done < total)
+    summary = stats.run(args.paths, processes=args.jobs or workers(1 << 20, 1), progress=progress if tty else None)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    for p in summary.problems:
+        if not p.no_sframe:
+            print("sframe: %s: %s" % (p.name, p.why), file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary.json(), indent=1))
+    else:
+        print("\n".join(stats.lines(summary, functions=args.functions)))
     return 1 if summary.failed else 0
 
 
@@ -380,6 +412,19 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: the one found by build ID under /usr/lib/debug or by .gnu_debuglink)")
     dbg.add_argument("--no-debug-file", action="store_true", help="carry no separate debug file's contents")
     cf.set_defaults(func=cmd_cfi)
+    st = sub.add_parser("stats", help="the size, make-up and coverage of SFrame in files, archives and trees",
+                        description="For each ELF file and archive member under the paths (directories walked): "
+                        "the SFrame section's version, ABI and counts, its bytes against .eh_frame, .eh_frame_hdr "
+                        "and .debug_frame, where its bytes go, how much code it covers against the CFI and each "
+                        "function with CFI but no SFrame FDE (with the reason where it can be told), and its rows "
+                        "laid out again as V2 and V3; then the totals, and each input whose version or ABI "
+                        "differs from most.  Exit status 1 where an input cannot be read.")
+    st.add_argument("paths", nargs="+", metavar="PATH", help="ELF files, archives, directories")
+    st.add_argument("--functions", action="store_true", help="list each function with CFI but no SFrame FDE")
+    st.add_argument("-j", "--jobs", type=O.positive, metavar="N",
+                    help="look at the files in at most N processes (default: one per core)")
+    O.add_json(st)
+    st.set_defaults(func=cmd_stats)
     gi = sub.add_parser("gdbinit", help="print the line that loads this copy into GDB (for ~/.gdbinit)")
     gi.set_defaults(func=cmd_gdbinit)
     li = sub.add_parser("lldbinit", help="print the line that loads this copy into LLDB (for ~/.lldbinit)")

@@ -276,6 +276,13 @@ class CfiSection:
         self._his = array("Q", (x[1] for x in ranges))
         self._offs = array("Q", (x[2] for x in ranges))
 
+    def ranges(self) -> List[Tuple[int, int]]:
+        """[(lo, hi)] of every FDE, sorted (every FDE header read: for a whole file's figures)."""
+        if self._los is None:
+            self._scan()
+        assert self._los is not None and self._his is not None
+        return list(zip(self._los, self._his))
+
     def find(self, pc: int) -> Optional[CfiRange]:
         """The FDE whose range holds pc, or None.  Raises CfiError on a malformed section."""
         if self._hdr is not None:        # parsed on first use: building never fails

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from .. import pyelftools
-from ..errors import ElfError, EmptySFrameError, NoSFrameError, NotElfError
+from ..errors import ElfError, EmptySFrameError, NoSFrameError, NotElfError, SFrameError
 
 T = TypeVar("T")
 
@@ -376,6 +376,8 @@ def load_elf(path: str, load: Callable[..., T], what: str = "ELF structure") -> 
         if str(exc).startswith(path + ": "):
             raise
         raise type(exc)("%s: cannot read %s: %s" % (path, what, exc)) from None
+    except SFrameError:
+        raise                     # (the section's own error, as a linked file's: its offset and rule)
     except Exception as exc:
         if not _malformed(exc):
             raise

@@ -21,17 +21,15 @@ programs or libraries (scripts, data, objects, cores) are passed over.
 
 import enum
 import json
-import multiprocessing
 import os
-import signal
-import stat
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..errors import ElfError, NoSFrameError, SFrameError
-from . import sidecache, sidefile
+from ..parallel import file_pool
+from . import sidecache, sidefile, walk
 from .debugfile import separate_debug_file
 from .image import SHT_NOBITS, load_elf, section_headers
 from .notes import build_id_of, debug_file_path
@@ -130,65 +128,6 @@ class Summary:
         return {"directory": self.directory, "seconds": round(self.seconds, 3), "processes": self.processes,
                 "counts": {o.value: self.count(o) for o in Outcome},
                 "files": [r.json() for r in self.results]}
-
-
-def walk(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str], bool]]:
-    """(path, None, given) for each regular file under `paths`, once each (by device and inode),
-    and (path, why, given) for each that cannot be walked; `given`: named in `paths` itself.  A
-    file given is taken as it is; under a directory given, a symbolic link is followed only where
-    it leads to a file inside that directory, and never into another directory."""
-    seen = set()
-
-    def once(path: str, st: os.stat_result) -> bool:
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            return False
-        seen.add(key)
-        return True
-    for top in paths:
-        try:
-            st = os.stat(top)
-        except OSError as exc:
-            yield top, exc.strerror or str(exc), True
-            continue
-        if not os.path.isdir(top):
-            if not stat.S_ISREG(st.st_mode):
-                yield top, "not a regular file", True
-            elif once(top, st):
-                yield top, None, True
-            continue
-        inside = os.path.join(os.path.realpath(top), "")
-        device = st.st_dev
-        problems: List[OSError] = []
-        for folder, dirs, files in os.walk(top, onerror=problems.append):
-            while problems:
-                bad = problems.pop()
-                yield bad.filename or folder, bad.strerror or str(bad), False
-            # (not into other file systems, as find -xdev: a walk of / stays out of /proc and /sys)
-            dirs[:] = sorted(d for d in dirs if _same_device(os.path.join(folder, d), device))
-            for name in sorted(files):
-                path = os.path.join(folder, name)
-                try:
-                    if os.path.islink(path) and not os.path.realpath(path).startswith(inside):
-                        continue              # (out of the tree)
-                    st = os.stat(path)
-                except FileNotFoundError:
-                    continue                  # (a dangling link, or gone since the folder was listed)
-                except OSError as exc:
-                    yield path, exc.strerror or str(exc), False
-                    continue
-                if stat.S_ISREG(st.st_mode) and st.st_dev == device and once(path, st):
-                    yield path, None, False
-        while problems:
-            bad = problems.pop()
-            yield bad.filename or top, bad.strerror or str(bad), False
-
-
-def _same_device(path: str, device: int) -> bool:
-    try:
-        return os.lstat(path).st_dev == device
-    except OSError:
-        return False
 
 
 def _look(found: Tuple[str, bool]):
@@ -396,11 +335,6 @@ def _remove_leftovers(directory: str) -> None:
                 pass
 
 
-def _ignore_interrupts() -> None:
-    """A pool's process: Ctrl-C is for the command (which ends the pool), not for it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, registers: bool = True,
         processes: int = 1, debug_file: Optional[str] = None, find_debug_file: bool = True,
         progress: Optional[Callable[[str, int, int, str], None]] = None) -> Summary:
@@ -418,14 +352,13 @@ def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, re
         raise ElfError("cannot write into %s: %s" % (exc.filename or directory, exc.strerror or exc)) from None
     results: List[Result] = []
     found: List[Tuple[str, bool]] = []
-    for path, why, given in walk(paths):
+    for path, why, given in walk.files(paths):
         if why is None:
             found.append((path, given))
         else:
             results.append(Result(path, Outcome.FAILED, why))
     _remove_leftovers(directory)
-    pool = multiprocessing.get_context("fork").Pool(processes, _ignore_interrupts) \
-        if processes > 1 and len(found) > 1 else None
+    pool = file_pool(processes, len(found))
     copies: List[_Copy] = []
     jobs: List[_Job] = []
     try:

@@ -106,8 +106,11 @@ def _fre_type_for(size):
 
 
 def build(version: int, abi: int, funcs: Sequence[Func], *, section_addr: int = 0, flags: Optional[int] = None,
-          fixed_fp: int = 0, fixed_ra: Optional[int] = None, auxhdr: bytes = b"", sort: bool = True) -> bytes:
-    """Lay out and encode a section for `funcs`.  Returns the bytes."""
+          fixed_fp: int = 0, fixed_ra: Optional[int] = None, auxhdr: bytes = b"", sort: bool = True,
+          fre_order: Optional[Sequence[int]] = None) -> bytes:
+    """Lay out and encode a section for `funcs`.  Returns the bytes.  `fre_order`: the functions'
+    FRE data laid out in this order (indexes into `funcs`; a linker keeps its inputs' order while
+    it sorts the FDEs), else in the FDEs' order."""
     abi = F.ABI(abi)
     desc = abimod.info(abi)
     big = desc.big_endian
@@ -115,19 +118,21 @@ def build(version: int, abi: int, funcs: Sequence[Func], *, section_addr: int = 
         fixed_ra = 0 if desc.ra_in_register else -desc.ptr_size
     if flags is None:
         flags = F.Flag.FDE_SORTED | (F.Flag.FDE_FUNC_START_PCREL if version >= 2 else 0)
-    funcs = sorted(funcs, key=lambda f: f.start) if sort else list(funcs)
+    order = list(range(len(funcs)))
+    laid = list(fre_order) if fre_order is not None else None
+    if sort:
+        order.sort(key=lambda k: funcs[k].start)
+    if laid is None:
+        laid = order
     hsize = F.HEADER_SIZE + len(auxhdr)
     fde_size = F.FDE_SIZE[version]
     fre_base = hsize + len(funcs) * fde_size
-    pairs = []
+    placed = {}
     fre_pos = 0
     num_fres = 0
-    for i, fn in enumerate(funcs):
+    for k in laid:                      # the FRE data, function after function
+        fn = funcs[k]
         ftype = fn.fre_type if fn.fre_type is not None else _fre_type_for(fn.size)
-        info = (int(ftype) | int(fn.pc_type) << F.FDE_INFO_PCTYPE_BIT | int(fn.pauth_key) << F.FDE_INFO_PAUTH_BIT
-                | int(fn.signal) << F.FDE_INFO_SIGNAL_BIT)
-        off = hsize + i * fde_size
-        field_ = fn.start - section_addr - (off if flags & F.Flag.FDE_FUNC_START_PCREL else 0)
         fre_off = fre_pos
         pos = fre_base + fre_pos + (F.V3_ATTR_SIZE if version == 3 else 0)
         fres = []
@@ -138,9 +143,18 @@ def build(version: int, abi: int, funcs: Sequence[Func], *, section_addr: int = 
             pos += ssize + fre.size
         fre_pos = pos - fre_base
         num_fres += len(fres)
-        fde = FDE(i, off, field_, fn.start, fn.size, fre_off, len(fres), info,
+        placed[k] = (ftype, fre_off, tuple(fres))
+    pairs = []
+    for i, k in enumerate(order):       # the FDE table
+        fn = funcs[k]
+        ftype, fre_off, fres_k = placed[k]
+        info = (int(ftype) | int(fn.pc_type) << F.FDE_INFO_PCTYPE_BIT | int(fn.pauth_key) << F.FDE_INFO_PAUTH_BIT
+                | int(fn.signal) << F.FDE_INFO_SIGNAL_BIT)
+        off = hsize + i * fde_size
+        field_ = fn.start - section_addr - (off if flags & F.Flag.FDE_FUNC_START_PCREL else 0)
+        fde = FDE(i, off, field_, fn.start, fn.size, fre_off, len(fres_k), info,
                   int(fn.fde_type) if version == 3 else 0, fn.rep_size if version >= 2 else 0)
-        pairs.append((fde, tuple(fres)))
+        pairs.append((fde, fres_k))
     header = Header(version, int(flags), abi, fixed_fp, fixed_ra, len(auxhdr), len(funcs), num_fres, fre_pos,
                     0, len(funcs) * fde_size, big, bytes(auxhdr))
     return encode(header, pairs)
