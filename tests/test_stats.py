@@ -11,6 +11,7 @@ toolchain as one tree and on the fixtures' objects and archives.
   is one line and the rest goes on (exit status 1).
 """
 
+import collections
 import json
 import re
 import shutil
@@ -29,17 +30,35 @@ from sframekit.core.sframe.rebuild import rebuild
 
 @pytest.fixture(scope="module")
 def corpus_tree(roots, tmp_path_factory):
-    """Every real program of every toolchain, linked into one tree: {path in the tree: toolchain}."""
+    """Every real program of every toolchain and its objects (in an archive), copied into one
+    tree: ({program path: toolchain}, {archive path: toolchain})."""
     root = tmp_path_factory.mktemp("stats-corpus")
-    out = {}
+    programs, archives = {}, {}
     for tc in T.TOOLCHAINS:
         for name in RP.PROGRAMS:
-            exe = RP.build(tc, name)
             dest = root / tc / name
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(exe, dest)
-            out[dest] = tc
-    return root, out
+            shutil.copy(RP.build(tc, name), dest)
+            programs[dest] = tc
+            shutil.copy(RP.objects(tc, name), root / tc / ("lib%s.a" % name))
+            archives[root / tc / ("lib%s.a" % name)] = tc
+    return root, programs, archives
+
+
+def _readelf_members(tc, archive):
+    """{`File:` name: (section sizes, (FDEs, FREs))} of an archive's members, by readelf -S and
+    --sframe (the host's 2.40 for V1, 2.47 in the sid root for the others)."""
+    which = "host" if tc == "host" else "sid"
+    text = T.run_in(which, ["readelf", "-SW", "--sframe", str(archive)], binds=[archive.parent], check=True).stdout
+    out = {}
+    for name, body in re.findall(r"^File: ([^\n]*)\n(.*?)(?=^File: |\Z)", text, re.M | re.S):
+        sizes = {}
+        for m in re.finditer(r"^\s*\[\s*\d+\]\s+(\S+)\s+(\S+)\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s", body, re.M):
+            if m.group(2) != "NOBITS":
+                sizes.setdefault(m.group(1), int(m.group(3), 16))
+        fdes, fres = re.search(r"Num FDEs: (\d+)", body), re.search(r"Num FREs: (\d+)", body)
+        out[name] = (sizes, (int(fdes.group(1)), int(fres.group(1))) if fdes and fres else None)
+    return out
 
 
 def _readelf_sections(path):
@@ -79,12 +98,32 @@ def _union_in(ranges, code):
 
 
 def test_the_corpus_as_one_tree(corpus_tree):
-    root, programs = corpus_tree
+    """Every program and object of the corpus, all toolchains, as one tree."""
+    root, programs, archives = corpus_tree
     got = sframe("stats", root, "--json", "-j", "2")
     assert got.returncode == 0 and not got.stderr, got.stderr
     doc = json.loads(got.stdout)
     by_name = {f["name"]: f for f in doc["files"]}
-    assert set(by_name) == {str(p) for p in programs}
+    members = {a: _readelf_members(tc, a) for a, tc in archives.items()}
+    assert set(by_name) == {str(p) for p in programs} | {n for m in members.values() for n, v in m.items() if v[1]}
+    for listed in members.values():
+        for name, (sizes, counts) in listed.items():
+            if counts is None:          # (an object without functions: no .sframe, or an empty one)
+                assert name not in by_name or by_name[name]["fdes"] == 0
+                continue
+            f = by_name[name]
+            assert f["kind"] == "object" and (f["fdes"], f["fres"]) == counts, name
+            for sec in (".sframe", ".eh_frame", ".debug_frame"):
+                assert f["sizes"][sec] == sizes.get(sec, 0), (name, sec)
+            assert sum(f["parts"].values()) <= f["sizes"][".sframe"] < sum(f["parts"].values()) + 8, name
+    version_of = {"host": 1, "trixie": 2}
+    want = collections.Counter()
+    for f in doc["files"]:
+        tc = f["name"][len(str(root)) + 1:].split("/")[0]
+        assert f["version"] == version_of.get(tc, 3), f["name"]
+        want[str(f["version"])] += 1
+    assert doc["versions"] == dict(want)
+    assert sorted(doc["other_version"]) == sorted(f["name"] for f in doc["files"] if f["version"] != 3)
     for path, tc in programs.items():
         f = by_name[str(path)]
         sizes = _readelf_sections(path)
@@ -100,19 +139,20 @@ def test_the_corpus_as_one_tree(corpus_tree):
             assert f["code_bytes"] == sum(size for _a, size in code), path
         assert f["version"] == 1 or f["what_if"][str(f["version"])] == f["sizes"][".sframe"], f
         assert all(g["reason"] for g in f["gaps"])
-    # The mixed corpus: the versions and ABIs found, the others named.
-    assert doc["versions"] == {"1": 4, "2": 4, "3": 12} and len(doc["other_version"]) == 8
-    assert doc["abis"] == {"amd64": 12, "aarch64": 4, "s390x": 4} and len(doc["other_abi"]) == 8
+    # The mixed corpus: the ABIs found, the others named.
+    abis = collections.Counter(f["abi"] for f in doc["files"])
+    assert doc["abis"] == dict(abis) and set(abis) == {"amd64", "aarch64", "s390x"}
+    assert len(doc["other_abi"]) == abis["aarch64"] + abis["s390x"]
     text = sframe("stats", root, "-j", "2").stdout
-    assert sum(line.startswith(str(root)) for line in text.splitlines()) == len(programs), text
-    assert "  versions: V1 in 4, V2 in 4, V3 in 12\n" in text
+    assert sum(line.startswith(str(root)) for line in text.splitlines()) == len(doc["files"]), text[-3000:]
+    assert "  versions: %s\n" % ", ".join("V%s in %d" % kv for kv in sorted(want.items())) in text
 
 
 def test_rebuilt_in_its_own_version_is_the_section(corpus_tree, objects):
     """The layout of gas and ld (V1 2.40, V2 2.44, V3 2.47) is the encoder's: the rows laid out
     again are the same bytes, for every real program and every fixture object (`ld -r`'s too,
     whose FDEs stay in its inputs' order), but for the zeros s390x's assembler pads the section with."""
-    _root, programs = corpus_tree
+    _root, programs, _archives = corpus_tree
     files = list(programs) + [p for tc in T.TOOLCHAINS for p in usable(objects[tc])]
     for path in files:
         img = ElfImage(str(path))

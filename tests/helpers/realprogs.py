@@ -230,6 +230,28 @@ def _build(tc_name: str, name: str) -> Path:
     return exe
 
 
+def objects(tc_name: str, name: str) -> Path:
+    """The program's object files, in a static archive (`objects.a` beside the cached program, made
+    by the toolchain's own `ar`): compiled again from the build's own command lines, once."""
+    exe = build(tc_name, name)
+    archive = exe.parent / "objects.a"
+    with _locked(T.cache_dir() / "realprogs"):
+        if archive.exists():
+            return archive
+        tc = T.toolchain(tc_name)
+        lines = (exe.parent / "compile.list").read_text().splitlines()
+        objs = [shlex.split(line)[-1] for line in lines]
+        script = ("set -e\ntr '\\n' '\\0' < %s | xargs -0 -P2 -n1 sh -c\n%s\n" % (
+            shlex.quote(str(exe.parent / "compile.list")),
+            shlex.join([tc.tool("ar"), "rc", str(archive) + ".tmp", *objs])))
+        T.run_in(tc, ["sh", "-c", script], cwd=exe.parent, binds=[prepared(PROGRAMS[name]), exe.parent], check=True,
+                 timeout=1800)
+        os.replace(str(archive) + ".tmp", archive)
+        for o in objs:
+            os.unlink(o)
+        return archive
+
+
 if __name__ == "__main__":
     for tcn in sys.argv[1:] or T.TOOLCHAINS:
         for pname in PROGRAMS:
