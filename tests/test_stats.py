@@ -186,3 +186,13 @@ def test_a_v2_object_among_v3_ones_is_named(objects, tmp_path):
     assert sorted(doc["other_version"]) == sorted([str(tree / "old.o"), "%s(%s)" % (tree / "lib.a", planted.name)])
     text = sframe("stats", tree).stdout
     assert "    differs from most: %s(%s) (V2)\n" % (tree / "lib.a", planted.name) in text, text
+
+
+def test_why_a_function_has_no_fde(corpus):
+    """gas 2.40 writes no SFrame FDE for a function that realigns its stack through a DRAP register
+    (tests/fixtures/realign.c): the reason, from its CFI; and the C runtime's `_start`."""
+    build = corpus.get("host", "realign", "O2-nofp")
+    got = sframe("stats", build.path, "--json")
+    gaps = {g["name"]: g["reason"] for g in json.loads(got.stdout)["files"][0]["gaps"]}
+    assert gaps.get("realigned_drap", "").startswith("its CFA is a DWARF expression (stack realignment through a DRAP"), gaps
+    assert gaps.get("_start", "").startswith("C runtime startup code"), gaps

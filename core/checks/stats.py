@@ -164,16 +164,15 @@ def _cfa_kinds(path: str, image: ElfImage, los: Sequence[int]) -> Dict[int, str]
                     if any(ins.opcode == _DW_CFA_GNU_ARGS_SIZE for ins in e.instructions):
                         out[lo] = "args_size"
                         continue
-                    for row in e.get_decoded().table:
+                    for row in e.get_decoded().table:     # (an expression anywhere says DRAP)
                         cfa = row.get("cfa")
                         if cfa is None:
                             continue
                         if cfa.expr is not None:
                             out[lo] = "expression"
                             break
-                        if abi is not None and cfa.reg not in (abi.sp, abi.fp):
+                        if abi is not None and cfa.reg not in (abi.sp, abi.fp) and lo not in out:
                             out[lo] = abi.regname(cfa.reg)
-                            break
             except Exception:        # (DWARFError and pyelftools' own: a reason is a courtesy, none is no harm)
                 continue
         return out
