@@ -177,6 +177,11 @@ def test_a_v2_object_among_v3_ones_is_named(objects, tmp_path):
     data = bytearray(v3[1].read_bytes())
     data[ElfImage(str(v3[1])).sframe.file_offset + 2] = 9
     bad.write_bytes(bytes(data))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = sframe("stats", empty, objects["host"][0].parent / "nonexistent.o")
+    assert none.returncode == 1 and none.stdout == "total: no file with SFrame\n" and none.stderr == \
+        "sframe: %s: No such file or directory\n" % (objects["host"][0].parent / "nonexistent.o"), none
     got = sframe("stats", tree, "--json")
     assert got.returncode == 1, got.stderr
     assert got.stderr == "sframe: %s: malformed SFrame section at byte offset 0x2: unknown version 9 (known: 1, 2, 3)\n" \

@@ -418,6 +418,10 @@ def _whatif(f: FileStats, v: str) -> str:
 def lines(summary: Summary, functions: bool = False) -> List[str]:
     """The text report: a line per file, then the totals (and with `functions`, each function with
     CFI but no SFrame FDE)."""
+    without = [p.name for p in summary.problems if p.no_sframe]
+    if not summary.files:
+        return ["total: no file with SFrame%s" % (" (%d ELF file%s without)" % (
+            len(without), "" if len(without) == 1 else "s") if without else "")]
     out = [file_line(f) for f in summary.files]
     if functions:
         for f in summary.files:
@@ -452,7 +456,6 @@ def lines(summary: Summary, functions: bool = False) -> List[str]:
         out.append("  %s: %s" % (what, ", ".join("%s in %d" % (k, n) for k, n in sorted(counts.items()))))
         for f in odd:
             out.append("    differs from most: %s (%s)" % (f.name, key(f)))
-    without = [p.name for p in summary.problems if p.no_sframe]
     if without:
         out.append("  without SFrame: %d ELF file%s" % (len(without), "" if len(without) == 1 else "s"))
     return out
