@@ -131,3 +131,19 @@ def test_check_of_files_and_archives(libraries, case):
         assert alone.returncode == 0, alone.stderr
         assert alone.stdout.replace(str(obj), name) in text, (name, text[:3000])
     assert sframe("check", args[0]).stdout in text
+
+
+def test_a_malformed_archive_is_one_line(tmp_path):
+    """An archive whose member size is no decimal number (a byte Python's isdigit takes: "²"), or
+    whose member runs past its end: one line naming the byte offset, and the other inputs go on."""
+    header = b"a.o/            0           0     0     644     %s`\n"
+    cases = ((b"\xb2         ", "a member's size is not a decimal number", 0x8 + 48),
+             (b"999       ", "the member's 999 bytes run past the end of the file", 0x8 + 48))
+    for size, what, offset in cases:
+        bad = tmp_path / "bad.a"
+        bad.write_bytes(b"!<arch>\n" + header % size + b"\x7fELF")
+        code, out, err = sframe("dump", bad, tmp_path / "missing.o")
+        assert code == 1 and out == "", (out, err)
+        lines = err.splitlines()
+        assert lines[0].startswith("sframe: %s: malformed archive at byte offset %#x: %s" % (bad, offset, what)), err
+        assert lines[1:] == ["sframe: %s: no such file" % (tmp_path / "missing.o")], err

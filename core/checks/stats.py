@@ -20,6 +20,7 @@ differs from most (a link that mixes V2 and V3 objects fails in binutils 2.46 an
 
 import bisect
 import collections
+import struct
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -38,7 +39,7 @@ SHF_EXECINSTR = 0x4
 FLAG_NAMES = ((F.Flag.FDE_SORTED, "FDE_SORTED"), (F.Flag.FRAME_POINTER, "FRAME_POINTER"),
               (F.Flag.FDE_FUNC_START_PCREL, "FDE_FUNC_START_PCREL"))
 # FREs per FDE, in buckets: (upper bound, label)
-BUCKETS = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"), (16, "9-16"), (1 << 62, "17+"))
+BUCKETS = ((0, "0"), (1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"), (16, "9-16"), (1 << 62, "17+"))
 WHAT_IF = (2, 3)
 # The C runtime's startup code (crt1.o, crti.o, crtn.o, crtbegin.o, crtend.o): assembled or
 # compiled without --gsframe, so every program has it without SFrame.
@@ -100,7 +101,7 @@ def _parts(section: Section) -> Tuple[Dict[str, int], Dict[str, int], Dict[str, 
              "attribute records": F.V3_ATTR_SIZE * h.num_fdes if h.version == 3 else 0,
              "FRE starts": 0, "FRE info": 0, "data words (1 byte)": 0, "data words (2 bytes)": 0,
              "data words (4 bytes)": 0}
-    widths = {"1": 0, "2": 0, "4": 0}
+    widths = {"0": 0, "1": 0, "2": 0, "4": 0}        # ("0": no data words: the outermost frame)
     per_fde = {label: 0 for _n, label in BUCKETS}
     flex = 0
     for fde in section.fdes():
@@ -111,8 +112,9 @@ def _parts(section: Section) -> Tuple[Dict[str, int], Dict[str, int], Dict[str, 
         for fre in fres:
             parts["FRE starts"] += start
             parts["FRE info"] += 1
-            w = fre.word_size
-            parts["data words (%d byte%s)" % (w, "" if w == 1 else "s")] += w * len(fre.words)
+            w = fre.word_size if fre.words else 0
+            if w:
+                parts["data words (%d byte%s)" % (w, "" if w == 1 else "s")] += w * len(fre.words)
             widths[str(w)] += 1
     return parts, widths, per_fde, flex
 
@@ -231,7 +233,7 @@ def file_stats(path: str, name: Optional[str] = None) -> FileStats:
         else:
             for s in image.cfi_sections():
                 cfi += s.ranges()
-    except CfiError:
+    except (CfiError, ElfError):       # (a CFI it cannot read or relocate: no CFI to compare)
         cfi = []
     cfi = sorted(set((lo, hi) for lo, hi in cfi if hi > lo))
     cfi_code = [(max(a, lo), min(b, lo + size)) for a, b in cfi for lo, size, _n in code if a < lo + size and lo < b]
@@ -255,7 +257,7 @@ def file_stats(path: str, name: Optional[str] = None) -> FileStats:
         try:
             again = rebuild(section, v, sf.address)
             what_if[str(v)], left[str(v)] = (again.size if again.data is not None else None), again.left_out
-        except (ValueError, SFrameError, KeyError):
+        except (ValueError, SFrameError, KeyError, struct.error):
             what_if[str(v)], left[str(v)] = None, len(fdes)
     flags = [n for bit, n in FLAG_NAMES if h.flags & bit]
     return FileStats(name, kind, h.version, flags, abimod.info(h.abi).name, h.num_fdes, h.num_fres, flex, sizes,
@@ -296,18 +298,23 @@ def _one(found: Tuple[str, bool]) -> Tuple[List[FileStats], List[Problem]]:
     with archive.inputs([path]) as items:
         for item in items:
             if item.path is None:
-                problems.append(Problem(item.display, item.error or "cannot be read"))
+                text = item.error or "cannot be read"
+                problems.append(Problem(item.display, text[len(item.display) + 2:]
+                                        if text.startswith(item.display + ": ") else text))
                 continue
             try:
                 stats.append(file_stats(item.path, item.display))
             except NotElfError:
-                problems.append(Problem(item.display, "not an ELF file"))
+                if given or not item.member:
+                    problems.append(Problem(item.display, "not an ELF file"))   # (a walked .deb's: passed over)
             except NoSFrameError:
                 problems.append(Problem(item.display, "no SFrame section", no_sframe=True))
             except (ElfError, SFrameError, OSError) as exc:
                 text = str(exc).replace(item.path, item.display) if item.member else str(exc)
                 problems.append(Problem(item.display, text[len(item.display) + 2:]
                                         if text.startswith(item.display + ": ") else text))
+            except Exception as exc:    # (a defect of ours: one line, the walk goes on, the pool never hangs)
+                problems.append(Problem(item.display, "internal error: %s: %s" % (type(exc).__name__, exc)))
     return stats, problems
 
 
@@ -439,7 +446,8 @@ def lines(summary: Summary, functions: bool = False) -> List[str]:
     out.append("  where .sframe's bytes go: " + ", ".join(
         "%s %s (%s)" % (k, _n(v), _pct(v, s[".sframe"])) for k, v in t["parts"].items() if v))
     out.append("  FREs by data-word width: " + ", ".join(
-        "%s byte%s %s" % (k, "" if k == "1" else "s", _n(v)) for k, v in t["fres_by_width"].items()))
+        ("no words %s" % _n(v)) if k == "0" else "%s byte%s %s" % (k, "" if k == "1" else "s", _n(v))
+        for k, v in t["fres_by_width"].items() if v or k != "0"))
     out.append("  FDEs by FREs: " + ", ".join("%s: %s" % (k, _n(v)) for k, v in t["fres_per_fde"].items() if v))
     out.append("  coverage: code %s B; SFrame covers %s (%s), CFI %s (%s); %s CFI functions, %d without an SFrame "
                "FDE" % (_n(t["code_bytes"]), _n(t["sframe_bytes"]), _pct(t["sframe_bytes"], t["code_bytes"]),

@@ -44,6 +44,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
                 say(item.error or item.display)
                 status = 1
                 continue
+            if not item.member and not os.path.isfile(item.path):
+                say("%s: %s" % (item.path, "no such file" if not os.path.exists(item.path) else "not a regular file"))
+                status = 1                                 # (readelf prints no File: line for it either)
+                continue
             try:
                 text = dump_file(item.path)
             except NotElfError:
@@ -142,7 +146,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 counts["without SFrame"] += 1
                 docs.append({"file": item.display, "sframe": False})
                 continue
-            except (ElfError, SFrameError) as exc:
+            except (ElfError, SFrameError, ImportError) as exc:
                 print("sframe: %s" % _named(str(exc), item), file=sys.stderr, flush=True)
                 counts["failed"] += 1
                 worst = 2

@@ -81,11 +81,11 @@ def members(path: str) -> Iterator[Member]:
             raise ArchiveError(path, at + 58, "a member header does not end with the bytes 60 0a")
         raw_name = head[:16].decode("latin-1").rstrip(" ")
         size_text = head[48:58].decode("latin-1").strip()
-        if not size_text.isdigit():
+        if not _decimal(size_text):
             raise ArchiveError(path, at + 48, "a member's size is not a decimal number (%r)" % size_text)
         size = int(size_text)
         body = at + _HEADER
-        special = raw_name in ("/", "/SYM64/", "//", "__.SYMDEF", "__.SYMDEF SORTED")
+        special = raw_name in _SPECIAL
         stored = size if (not thin or special) else 0
         if body + stored > len(data):
             raise ArchiveError(path, at + 48, "the member's %d bytes run past the end of the file" % size)
@@ -100,7 +100,12 @@ def members(path: str) -> Iterator[Member]:
             name = _name(path, at, raw_name, names)
             if raw_name.startswith("#1/"):               # BSD: the name is the first bytes
                 k = int(raw_name[3:])
+                if k > len(content):
+                    raise ArchiveError(path, at, "a BSD member name of %d bytes in a member of %d" % (k, len(content)))
                 name, content = content[:k].rstrip(b"\0").decode("utf-8", "replace"), content[k:]
+                if name in _SPECIAL or name.startswith("__.SYMDEF"):
+                    at = nxt
+                    continue                             # (llvm-ar's BSD symbol table)
             if thin:
                 where = name if os.path.isabs(name) else os.path.join(os.path.dirname(path), name)
                 yield Member(name, "%s[%s]" % (path, name), path=where)
@@ -109,14 +114,22 @@ def members(path: str) -> Iterator[Member]:
         at = nxt
 
 
+_SPECIAL = ("/", "/SYM64/", "//", "__.SYMDEF", "__.SYMDEF SORTED", "__.SYMDEF_64")
+
+
+def _decimal(text: str) -> bool:
+    """ASCII digits only (str.isdigit takes "²", which int() refuses)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
 def _name(path: str, at: int, raw: str, names: bytes) -> str:
     """A member's name from its header (GNU `name/`, `/N` into the long-name table, BSD `#1/N`)."""
     if raw.startswith("#1/"):
-        if not raw[3:].isdigit():
+        if not _decimal(raw[3:]):
             raise ArchiveError(path, at, "a BSD member name %r without a length" % raw)
         return raw
     digits = raw[1:].split(" ", 1)[0].rstrip("/")      # (a thin archive's may end in "/" after the spaces)
-    if raw.startswith("/") and digits.isdigit():
+    if raw.startswith("/") and _decimal(digits):
         k = int(digits)
         if k >= len(names):
             raise ArchiveError(path, at, "a member name at offset %d of a long-name table of %d bytes" % (k, len(names)))

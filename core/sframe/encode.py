@@ -120,6 +120,8 @@ def build(version: int, abi: int, funcs: Sequence[Func], *, section_addr: int = 
         flags = F.Flag.FDE_SORTED | (F.Flag.FDE_FUNC_START_PCREL if version >= 2 else 0)
     order = list(range(len(funcs)))
     laid = list(fre_order) if fre_order is not None else None
+    if laid is not None and sorted(laid) != list(range(len(funcs))):
+        raise ValueError("fre_order must name each function once")
     if sort:
         order.sort(key=lambda k: funcs[k].start)
     if laid is None:

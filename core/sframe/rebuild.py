@@ -47,7 +47,7 @@ def funcs_of(section: Section, version: int) -> Tuple[List[Func], int, List[int]
         fres = section.fres(fde)
         flex = h.version == 3 and fde.fde_type is F.FDEType.FLEX
         if (flex and version < 3) or any(_v2_register_word(h.abi, h.version, fre.words) for fre in fres) \
-                and version != h.version:
+                and version != h.version or version == 3 and len(fres) > 0xFFFF:   # (V3 counts FREs in 16 bits)
             left += 1
             continue
         kept.append(fde.index)
