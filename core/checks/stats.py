@@ -119,11 +119,17 @@ def _parts(section: Section) -> Tuple[Dict[str, int], Dict[str, int], Dict[str, 
     return parts, widths, per_fde, flex
 
 
-def _reason(image: ElfImage, lo: int, name: str, section: str, cfa: Optional[str]) -> str:
+def _named_reason(name: str, section: str) -> Optional[str]:
+    """Why a function has no SFrame FDE, where its name or section tells (no CFI decoded)."""
     if name.split("@", 1)[0] in CRT_FUNCTIONS:
         return REASON_CRT
     if section.startswith(".plt"):
         return REASON_PLT
+    return None
+
+
+def _cfi_reason(cfa: Optional[str]) -> str:
+    """Why, from what _cfa_kinds found in its CFI."""
     if cfa == "expression":
         return REASON_EXPR
     if cfa == "args_size":
@@ -243,14 +249,17 @@ def file_stats(path: str, name: Optional[str] = None) -> FileStats:
     def covered(pc: int) -> bool:
         k = bisect.bisect_right(firsts, pc) - 1
         return k >= 0 and pc < starts[k][1]
-    gaps_at = [(lo, hi) for lo, hi in cfi if not covered(lo)]
-    kinds = _cfa_kinds(path, image, [lo for lo, _hi in gaps_at if not _crt_or_plt(image, lo, code)])
     gaps = []
-    for lo, hi in gaps_at:
+    for lo, hi in cfi:
+        if covered(lo):
+            continue
         sym = image.symbolize(lo)
         fname = ("%s+%#x" % sym if sym[1] else sym[0]) if sym else "%#x" % lo
         sec = next((n for a, size, n in code if a <= lo < a + size), "")
-        gaps.append(Gap(fname, lo, hi, _reason(image, lo, fname, sec, kinds.get(lo))))
+        gaps.append(Gap(fname, lo, hi, _named_reason(fname, sec) or ""))
+    kinds = _cfa_kinds(path, image, [g.lo for g in gaps if not g.reason])     # (the others' CFI is not decoded)
+    for g in gaps:
+        g.reason = g.reason or _cfi_reason(kinds.get(g.lo))
     what_if: Dict[str, Optional[int]] = {}
     left: Dict[str, int] = {}
     for v in WHAT_IF:
@@ -263,13 +272,6 @@ def file_stats(path: str, name: Optional[str] = None) -> FileStats:
     return FileStats(name, kind, h.version, flags, abimod.info(h.abi).name, h.num_fdes, h.num_fres, flex, sizes,
                      parts, widths, per_fde, sum(size for _a, size, _n in code), _union(in_code), _union(cfi_code),
                      len(cfi), gaps, what_if, left)
-
-
-def _crt_or_plt(image: ElfImage, lo: int, code) -> bool:
-    sym = image.symbolize(lo)
-    if sym is not None and sym[0].split("@", 1)[0] in CRT_FUNCTIONS:
-        return True
-    return any(a <= lo < a + size and n.startswith(".plt") for a, size, n in code)
 
 
 # -- a whole tree -------------------------------------------------------------------------------
@@ -365,13 +367,8 @@ def run(paths: Sequence[str], processes: int = 1,
         progress: Optional[Callable[[int, int, str], None]] = None) -> Summary:
     """The figures of every ELF file (and archive member) under `paths`; walked directories pass
     over what is neither ELF nor an archive."""
-    problems: List[Problem] = []
-    found: List[Tuple[str, bool]] = []
-    for path, why, given in walk.files(paths):
-        if why is None:
-            found.append((path, given))
-        else:
-            problems.append(Problem(path, why))
+    found, bad = walk.split(paths)
+    problems = [Problem(path, why) for path, why in bad]
     files: List[FileStats] = []
     pool = file_pool(processes, len(found))
     try:

@@ -155,13 +155,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             status = _check_status(report)
             worst = max(worst, status)
             counts["disagree" if status else "agree"] += 1
+            report.path = item.display          # (an archive member's temporary copy: named as readelf names it)
             if args.json:
-                doc = json.loads(json.dumps(report.as_dict()).replace(json.dumps(item.path)[1:-1],
-                                                                      json.dumps(item.display)[1:-1]))
-                docs.append(dict(doc, file=item.display))
+                docs.append(report.as_dict())
             else:
-                text = "\n".join(_check_lines(args, report))
-                print(text.replace(item.path, item.display) if item.member else text)
+                print("\n".join(_check_lines(args, report)))
     summary = "sframe check: %d file%s: %s" % (sum(counts.values()), "" if sum(counts.values()) == 1 else "s",
                                                ", ".join("%d %s" % (n, what) for what, n in counts.items()))
     if args.json:
@@ -242,21 +240,27 @@ def _cfi_written(out: str, functions: int, fdes: int, skipped: int, debug: Optio
         "; the program has no .symtab: its symbols are its .dynsym and one per function" if dynsym else "")
 
 
-def _progress_line():
-    """show(head, path, more): a progress line on standard error (a terminal), rewritten in place,
-    at most ten times a second but for the last, the path cut from the left to fit the terminal."""
-    width = shutil.get_terminal_size().columns - 1
-    shown = [0.0]
+class _Progress:
+    """A progress line on standard error, only where it is a terminal: rewritten in place at most
+    ten times a second (the last always), the path cut from the left to fit; `end` erases it."""
 
-    def show(head: str, path: str, more: bool) -> None:
+    def __init__(self, wanted: bool = True):
+        self.on = wanted and sys.stderr.isatty()
+        self.width = shutil.get_terminal_size().columns - 1
+        self.shown = 0.0
+
+    def show(self, head: str, path: str, more: bool) -> None:
         now = time.monotonic()
-        if more and now - shown[0] < 0.1:
+        if not self.on or more and now - self.shown < 0.1:
             return
-        shown[0] = now
-        room = max(width - len(head), 10)
+        self.shown = now
+        room = max(self.width - len(head), 10)
         print("\r\033[K" + head + (path if len(path) <= room else "..." + path[-room + 3:]), end="",
               file=sys.stderr, flush=True)
-    return show
+
+    def end(self) -> None:
+        if self.on:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
@@ -264,17 +268,14 @@ def _cfi_tree(args: argparse.Namespace, single: bool) -> int:
     summary line (or, for one program, what became of it; or --json: everything)."""
     from ..elf import sidetree
     from ..parallel import workers
-    tty = sys.stderr.isatty() and not single
-
-    line = _progress_line()
+    bar = _Progress(not single)
 
     def progress(stage: str, done: int, total: int, path: str) -> None:
-        line("sframe cfi: %d/%d %s  " % (done, total, stage), path, done < total)
+        bar.show("sframe cfi: %d/%d %s  " % (done, total, stage), path, done < total)
     summary = sidetree.run(args.files, args.build_id_dir, all_functions=args.all, registers=args.registers,
                            processes=args.jobs or workers(1 << 20, 1), debug_file=args.debug_file,
-                           find_debug_file=not args.no_debug_file, progress=progress if tty else None)
-    if tty:
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
+                           find_debug_file=not args.no_debug_file, progress=progress if bar.on else None)
+    bar.end()
     if args.json:
         print(json.dumps(summary.json(), indent=1))
         return 1 if summary.failed else 0
@@ -305,14 +306,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     where an input could not be read."""
     from ..checks import stats
     from ..parallel import workers
-    tty = sys.stderr.isatty()
-    line = _progress_line()
+    bar = _Progress()
 
     def progress(done: int, total: int, path: str) -> None:
-        line("sframe stats: %d/%d  " % (done, total), path, done < total)
-    summary = stats.run(args.paths, processes=args.jobs or workers(1 << 20, 1), progress=progress if tty else None)
-    if tty:
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
+        bar.show("sframe stats: %d/%d  " % (done, total), path, done < total)
+    summary = stats.run(args.paths, processes=args.jobs or workers(1 << 20, 1), progress=progress if bar.on else None)
+    bar.end()
     for p in summary.problems:
         if not p.no_sframe:
             print("sframe: %s: %s" % (p.name, p.why), file=sys.stderr)
@@ -409,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("-j", "--jobs", type=O.positive, metavar="N",
                     help="analyse the functions (several programs: the programs) in at most N processes "
                     "(default: one per core this process may use)")
-    cf.add_argument("--json", action="store_true", help="with --build-id-dir: what became of each file, as JSON")
+    O.add_json(cf)
     dbg = cf.add_mutually_exclusive_group()
     dbg.add_argument("--debug-file", metavar="DBG",
                      help="the program's separate debug file, whose debug information the side file carries "

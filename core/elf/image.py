@@ -593,16 +593,8 @@ class ElfImage:
 
     def _symtab(self):
         if self._symbols is None:
-            symbols = []
-            if self.symbol_file is not None:
-                try:
-                    with open(self.symbol_file, "rb") as fh:
-                        elf = ElfFile(fh)
-                        symbols = self._read_symbols(elf, section_headers(elf))
-                except Exception as exc:
-                    if not isinstance(exc, (ElfError, OSError)) and not _malformed(exc):
-                        raise
-                    raise ElfError("%s: cannot read symbols: %s" % (self.symbol_file, exc)) from None
+            symbols = [] if self.symbol_file is None else load_elf(
+                self.symbol_file, lambda elf, _fh: self._read_symbols(elf, section_headers(elf)), "its symbols")
             try:
                 with open(self.path, "rb") as fh:
                     elf = ElfFile(fh)

@@ -350,13 +350,8 @@ def run(paths: Sequence[str], directory: str, *, all_functions: bool = False, re
                 raise PermissionError(13, "Permission denied", folder)
     except OSError as exc:
         raise ElfError("cannot write into %s: %s" % (exc.filename or directory, exc.strerror or exc)) from None
-    results: List[Result] = []
-    found: List[Tuple[str, bool]] = []
-    for path, why, given in walk.files(paths):
-        if why is None:
-            found.append((path, given))
-        else:
-            results.append(Result(path, Outcome.FAILED, why))
+    found, bad = walk.split(paths)
+    results = [Result(path, Outcome.FAILED, why) for path, why in bad]
     _remove_leftovers(directory)
     pool = file_pool(processes, len(found))
     copies: List[_Copy] = []

@@ -66,3 +66,16 @@ def _same_device(path: str, device: int) -> bool:
         return os.lstat(path).st_dev == device
     except OSError:
         return False
+
+
+def split(paths: Sequence[str]) -> Tuple[List[Tuple[str, bool]], List[Tuple[str, str]]]:
+    """`files(paths)` as ([(path, given)] to look at, [(path, why)] that could not be walked)."""
+    found: List[Tuple[str, bool]] = []
+    bad: List[Tuple[str, str]] = []
+    for path, why, given in files(paths):
+        if why is None:
+            found.append((path, given))
+        else:
+            bad.append((path, why))
+    return found, bad
+

@@ -123,13 +123,8 @@ class FlowFunction:
     def _noreturn_calls(self, abi, index, ops, read_code, symbolize):
         """The ops, a call to a function that never returns made a stop."""
         def decode(code, start):
-            cache = index.decoded
-            key = (type(self), "control", start, len(code), id(read_code))
-            if key not in cache:
-                if len(cache) >= DECODED_LIMIT:
-                    cache.clear()
-                cache[key] = self.control(abi, code, start, read_code, case_elsewhere(abi, index))
-            return cache[key]
+            return _remembered(index, (type(self), "control", start, len(code), id(read_code)),
+                               lambda: self.control(abi, code, start, read_code, case_elsewhere(abi, index)))
         search = noreturn.Search(abi, index, read_code, symbolize, decode)
         return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
                 and search.never_returns(op.target) else op
@@ -139,17 +134,11 @@ class FlowFunction:
     def _decoded(cls, abi, index, code: bytes, start: int, read_code, sp_at=None, measured=None
                  ) -> Optional[List[flow.Op]]:
         """`decode` of a function's code, its jump tables followed (with SFrame's CFA - SP
-        `sp_at`, or without), remembered on the index: a function is decoded as itself, as the
-        parent of its .cold part, and as a callee each search for calls that never return asks
-        of (core.saves.noreturn), the same each time.  (A function's CFA - SP is SFrame's rules
-        for its own code, whoever asks: every `sp_at` passed gives the same.)"""
-        cache = index.decoded
-        key = (cls, start, len(code), sp_at is not None, id(read_code))
-        if key not in cache:
-            if len(cache) >= DECODED_LIMIT:
-                cache.clear()
-            cache[key] = cls.decode(abi, code, start, read_code, sp_at, measured, case_elsewhere(abi, index))
-        return cache[key]
+        `sp_at`, or without), remembered on the index: a function is decoded as itself and as
+        the parent of its .cold part, the same each time.  (A function's CFA - SP is SFrame's
+        rules for its own code, whoever asks: every `sp_at` passed gives the same.)"""
+        return _remembered(index, (cls, start, len(code), sp_at is not None, id(read_code)),
+                           lambda: cls.decode(abi, code, start, read_code, sp_at, measured, case_elsewhere(abi, index)))
 
     def change_points(self) -> List[int]:
         """The instructions whose state differs from the one before (and the entry): between two
@@ -187,6 +176,16 @@ class FlowFunction:
             else:
                 out[reg] = Save(SaveKind.SAVED, where)  # type: ignore[arg-type]  # an int: CFA offset
         return out
+
+
+def _remembered(index, key, make):
+    """make(), remembered on the index under `key` (at most DECODED_LIMIT functions' decodings)."""
+    cache = index.decoded
+    if key not in cache:
+        if len(cache) >= DECODED_LIMIT:
+            cache.clear()
+        cache[key] = make()
+    return cache[key]
 
 
 def _rules_in(index, pieces):
