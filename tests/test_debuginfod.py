@@ -192,9 +192,11 @@ def test_gdb_dbgsym_case(served, tmp_path, gdb, toolchain):
     assert DOWNLOADED.search(out), out[-4000:]
     want, got = _locals_lines(out, "ref"), _locals_lines(out, "served")
     assert "descend (n=" in want and "pad = " in want and "shipped.c:" in want, want
-    if tc.cross:
-        # (qemu-user may place the two runs' stacks apart: the addresses after "0x" differ)
-        want, got = (re.sub(r"0x[0-9a-f]+", "0x", t) for t in (want, got))
+    # The two programs' paths differ in length ("ref", "noeh"), and so, by the kernel's 16-byte
+    # alignment of the strings it puts on the stack, can the two runs' stack addresses (qemu-user
+    # may place them apart too): stack addresses are compared as such, every other value exactly.
+    stack = r"0x[0-9a-f]+" if tc.cross else r"0x7ff[0-9a-f]{9}\b"
+    want, got = (re.sub(stack, "0xSTACK", t) for t in (want, got))
     assert got == want, "%s %s: bt full through debuginfod\n%s\nwith the real debug file\n%s" % (gdb, toolchain, got, want)
 
 
