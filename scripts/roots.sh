@@ -61,8 +61,8 @@ LLDB23_EXTRA="lldb-23 python3-lldb-23 python3-pyelftools"
 SID_EXTRA="lldb python3-lldb python3-pyelftools clang-23 llvm-23 gdb-multiarch qemu-user gcc-aarch64-linux-gnu gcc-s390x-linux-gnu libc6-dev-arm64-cross libc6-dev-s390x-cross"
 # Installed afterwards into a root that has the lists above: C++ compilers for the real C++
 # program of tests/helpers/realprogs.py; valgrind, for bench/bench_zerocost.py --count (GDB's instructions).
-TRIXIE_MORE="g++ valgrind"
-SID_MORE="g++ g++-aarch64-linux-gnu g++-s390x-linux-gnu valgrind"
+TRIXIE_MORE="g++ valgrind gdbserver"
+SID_MORE="g++ g++-aarch64-linux-gnu g++-s390x-linux-gnu valgrind gdbserver"
 LLDB23_MORE=""
 
 spec() {

@@ -32,6 +32,7 @@ PACKAGES=(
     util-linux      # unshare, findmnt (scripts/inroot)
     elfutils        # eu-stack: what bench/ compares `sframe backtrace` with
     debuginfod      # elfutils' server: tests/test_debuginfod.py serves side files with it
+    gdbserver       # tests/test_remote.py: GDB on remote targets whose files are not on this machine
     valgrind        # bench/bench_zerocost.py --count: GDB's instructions, not its time
 )
 

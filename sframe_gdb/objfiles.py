@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import gdb
 
+from ..core.target import remotecopy
+
 _HEADER_RE = re.compile(r"^(?:Exec file|Object file|Core file): `(.*)', file type")
 _SECTION_RE = re.compile(r"^\s*\[\s*\d+\]\s+(0x[0-9a-fA-F]+)->(0x[0-9a-fA-F]+) at 0x[0-9a-fA-F]+: (\S+)(.*)$")
 SFRAME, EH_FRAME, EH_FRAME_HDR, DEBUG_FRAME = ".sframe", ".eh_frame", ".eh_frame_hdr", ".debug_frame"
@@ -50,12 +52,13 @@ def parse_sections(text, names=_WANTED):
 
 
 def local_path(objfile):
-    """The file to read an objfile's SFrame from, or None (vDSO, in-memory or missing files)."""
+    """The file to read an objfile's SFrame from, or None (vDSO, in-memory or missing files).  A
+    remote target's file (GDB's `target:` names) is its own name: read through GDB (see _fetch)."""
     name = objfile.filename
     if not name or name.startswith("system-supplied DSO") or name.startswith("<"):
         return None
-    if name.startswith("target:"):
-        name = name[len("target:"):]
+    if remotecopy.remote_name(name) is not None:
+        return name
     return name if os.path.isfile(name) else None
 
 
@@ -76,6 +79,7 @@ class Tracker:
         self._sections = None      # cached parse_sections() of the current program space
         self._current_ps = None
         self._current = None       # ModuleSet of _current_ps if anything in it has SFrame
+        self._in_memory = {}       # gdb.Progspace -> {key: module} of modules found in a remote target's memory
         self.generation = 0        # counts refreshes: what was learnt from the indexes before may be stale
 
     # -- objfiles -------------------------------------------------------------------------
@@ -87,7 +91,7 @@ class Tracker:
                 return
             if objfile.owner is not None:      # its .debug_frame is CFI GDB uses for the owner's code
                 path = local_path(objfile)
-                if path is not None:
+                if path is not None and os.path.isfile(path):
                     self._debug_files.setdefault(objfile.owner.filename, {})[objfile.filename] = path
                 return
             path = local_path(objfile)
@@ -166,7 +170,25 @@ class Tracker:
             return self._read_relocatable(module, lo)
         if hi <= lo:
             raise EmptySFrameError("%s: the .sframe section is empty (no SFrame data)" % module.path)
-        return bytes(gdb.selected_inferior().read_memory(lo, hi - lo)), lo, ".sframe"
+        data = bytes(gdb.selected_inferior().read_memory(lo, hi - lo))
+        if module.file is None and remotecopy.remote_name(module.path) is not None:
+            self._fetch(module)
+        return data, lo, ".sframe"
+
+    def _fetch(self, module):
+        """A remote target's file, for what GDB's memory does not hold (symbols, the entry point,
+        .debug_frame, the load bias): a local copy by build ID, made once through GDB's own
+        `remote get`.  Where none can be had, the module goes on with its SFrame from memory."""
+        objfile = module.key
+        try:
+            hexid = objfile.build_id if _valid(objfile) else None
+            build_id = bytes.fromhex(hexid) if hexid else None
+        except (ValueError, AttributeError):
+            build_id = None
+        copy = remotecopy.local_copy(remotecopy.remote_name(module.path), build_id, _remote_get)
+        module.file = copy.path or ""
+        module.source = copy.source if copy.path else "target memory (%s)" % copy.source
+        self.log("%s: %s" % (module.path, module.source))
 
     @staticmethod
     def _read_relocatable(module, runtime):
@@ -174,7 +196,7 @@ class Tracker:
         view of the file is unrelocated), placed as GDB places a relocatable file's sections."""
         from ..core.elf.image import ElfImage
         from ..core.errors import ElfError
-        module.image = image = ElfImage(module.path)
+        module.image = image = ElfImage(module.local_path)
         sf = image.require_sframe()
         if sf.address != runtime:
             raise ElfError("%s: GDB placed %s at %#x, not at %#x as expected: not using it"
@@ -200,10 +222,10 @@ class Tracker:
             except gdb.error as exc:
                 from ..core.elf.image import ElfImage
                 self.log("%s: cannot read .eh_frame through GDB (%s); reading the file" % (module.path, exc))
-                image = module.image or ElfImage(module.path)
+                image = module.image or ElfImage(module.local_path)
                 out.extend(image.cfi_sections(self._file_bias(module, EH_FRAME, image), (EH_FRAME,)))
         name = module.extra.get("gdb_name")
-        paths = ([module.path] if self._where(module, DEBUG_FRAME) else []) + [
+        paths = ([module.local_path] if self._where(module, DEBUG_FRAME) else []) + [
             path for gdb_name, path in self._debug_files.get(name, {}).items()
             if DEBUG_FRAME in self._all_sections().get(gdb_name, {})]
         if paths:
@@ -211,6 +233,42 @@ class Tracker:
             for path in paths:
                 out.extend(ElfImage(path).cfi_sections(lambda: self._file_bias(module, SFRAME), (DEBUG_FRAME,)))
         return out
+
+    def _add_in_memory(self, ms, ps):
+        """On a remote target, the modules GDB has no objfile for (it could not read their files:
+        a sysroot without them, a board's files gone) that have SFrame in memory, found through
+        the auxiliary vector and the dynamic linker's list (core.target.inmemory)."""
+        from ..core.target import inmemory
+        old = self._in_memory.pop(ps, {})
+        inferior = gdb.selected_inferior()
+        if not _remote(inferior) or not inferior.pid:
+            for key in old:
+                ms.remove(key)
+            return
+        read = inferior.read_memory
+        found, warnings = inmemory.modules(read, _auxv(), ">" if _big_endian() else "<")
+        for w in warnings:
+            self.log("target memory: %s" % w)
+        have = {m.extra.get("runtime") for m in ms if m.key not in old}     # (objfiles' .sframe)
+        now = {}
+        for mod in found:
+            if mod.sframe is None or mod.sframe[0] in have:
+                continue
+            key = ("memory", mod.sframe)
+            m = old.pop(key, None)
+            if m is None:
+                addr, size = mod.sframe
+                m = ms.add(key, mod.name, bias=mod.bias, cfi_loader=list,
+                           loader=lambda addr=addr, size=size: (bytes(read(addr, size)), addr, "PT_GNU_SFRAME"))
+                m.file, m.reader = "", mod.reader(read)
+                m.source = "target memory (PT_GNU_SFRAME; GDB has no file for it)"
+                m.extra["runtime"] = addr
+                self.log("%s: SFrame from target memory at %#x (%d bytes)" % (mod.name, addr, size))
+            now[key] = m
+        for key in old:
+            ms.remove(key)
+        self._in_memory[ps] = now
+        ms.with_sframe()
 
     # -- load biases ------------------------------------------------------------------------
 
@@ -231,7 +289,7 @@ class Tracker:
         where = self._where(module, section)
         if where is None:
             return 0
-        image = image or module.image or ElfImage(module.path)
+        image = image or module.image or ElfImage(module.local_path)
         addr = image.section_address(section)
         return 0 if addr is None else where[0] - addr
 
@@ -256,6 +314,7 @@ class Tracker:
             self._sections = None
             ms = self.modules(ps)
             self._refresh(ms)
+            self._add_in_memory(ms, ps)
             self._current_ps = ps
             self._current = ms if ms.with_sframe() else None
             if self._current is None:
@@ -304,6 +363,42 @@ class Tracker:
             except Exception as exc:
                 self.log("%s event: %s" % (name, exc))
         registry.connect(handler)
+
+
+_AUXV_RE = re.compile(r"^(\d+)\s+\S+\s.*?\s(0x[0-9a-fA-F]+|\d+)(?:\s+\".*\")?\s*$")
+
+
+def _auxv():
+    """{type: value} of the inferior's auxiliary vector, as `info auxv` shows it ({} if none)."""
+    try:
+        text = gdb.execute("info auxv", to_string=True)
+    except gdb.error:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        m = _AUXV_RE.match(line.strip())
+        if m:
+            out.setdefault(int(m.group(1)), int(m.group(2), 0))
+    return out
+
+
+def _big_endian():
+    return "big endian" in gdb.execute("show endian", to_string=True)
+
+
+def _remote(inferior):
+    """Is the inferior reached through the remote protocol (gdbserver, qemu's gdbstub)?"""
+    conn = getattr(inferior, "connection", None)
+    return conn is not None and conn.type in ("remote", "extended-remote")
+
+
+def _remote_get(name, dest):
+    """Copy the target's file `name` to `dest` (GDB's `remote get`: raises gdb.error)."""
+    gdb.execute("remote get %s %s" % (_quoted(name), _quoted(dest)), to_string=True)
+
+
+def _quoted(path):
+    return '"%s"' % path.replace("\\", "\\\\").replace('"', '\\"') if any(c in path for c in ' "\\\'') else path
 
 
 def _valid(objfile):

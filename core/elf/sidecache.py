@@ -47,9 +47,14 @@ def cache_dir() -> str:
     ~/.cache/sframe-gdb/cfi."""
     if os.environ.get("SFRAME_CFI_CACHE"):
         return os.environ["SFRAME_CFI_CACHE"]
-    base = os.environ.get("SFRAME_CACHE") or os.path.join(
+    return os.path.join(cache_root(), "cfi")
+
+
+def cache_root() -> str:
+    """$SFRAME_CACHE, else $XDG_CACHE_HOME/sframe-gdb, else ~/.cache/sframe-gdb: where the
+    plugin keeps what it makes or copies."""
+    return os.environ.get("SFRAME_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "sframe-gdb")
-    return os.path.join(base, "cfi")
 
 
 class Made(NamedTuple):

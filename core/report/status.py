@@ -42,6 +42,10 @@ def module_table(modules: Iterable["Module"], noun: str = "module") -> List[str]
             lines.append("%s without SFrame." % _plural(without, "other " + noun))
     else:
         lines.append("No loaded %s has SFrame information (%s tracked)." % (noun, _plural(len(mods), noun)))
+    elsewhere = sorted((m.path, m.source) for m in mods if m.source and (m.index is not None or m.unusable))
+    if elsewhere:
+        lines.append("Not from a local file of that name:")
+        lines += ["  %s: %s" % row for row in elsewhere]
     unusable = [m for m in mods if m.unusable]
     if unusable:
         lines.append("%ss whose SFrame section cannot be used:" % noun.capitalize())

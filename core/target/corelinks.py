@@ -15,13 +15,13 @@ from .mapped import MappedFile, loads_of, lowest_load, mappings_of
 
 DT_NULL = 0
 DT_DEBUG = 21
-_DYN_ENTRY = "QQ"             # d_tag, d_val
-_DYN_ENTRY_SIZE = 16
-_R_DEBUG_R_MAP = 8            # offset of r_map in struct r_debug
-_LINK_MAP = "QQQQ"            # l_addr, l_name, l_ld, l_next
-_LINK_MAP_SIZE = 32
-_MAX_LINK_MAP = 4096          # entries walked before the chain is taken as corrupt
-_MAX_DYNAMIC = 4096
+DYN_ENTRY = "QQ"             # d_tag, d_val
+DYN_ENTRY_SIZE = 16
+R_DEBUG_R_MAP = 8            # offset of r_map in struct r_debug
+LINK_MAP = "QQQQ"            # l_addr, l_name, l_ld, l_next
+LINK_MAP_SIZE = 32
+MAX_LINK_MAP = 4096          # entries walked before the chain is taken as corrupt
+MAX_DYNAMIC = 4096
 
 
 def walk_link_map(core, exe_path: Optional[str], mods: List[MappedFile], maps: List[Mapping]) -> None:
@@ -89,8 +89,8 @@ def _exe_bias(core, phdrs, hdr, phdr_addr):
 
 def _dt_debug(core, at):
     """The value of the dynamic section's DT_DEBUG entry at `at` (0 if none)."""
-    for i in range(_MAX_DYNAMIC):
-        tag, val = struct.unpack(core.order + _DYN_ENTRY, core.read(at + _DYN_ENTRY_SIZE * i, _DYN_ENTRY_SIZE))
+    for i in range(MAX_DYNAMIC):
+        tag, val = struct.unpack(core.order + DYN_ENTRY, core.read(at + DYN_ENTRY_SIZE * i, DYN_ENTRY_SIZE))
         if tag == DT_NULL:
             break
         if tag == DT_DEBUG:
@@ -103,12 +103,12 @@ def _walk_libraries(core, r_debug, mods, maps):
     vdso = None
     if core.auxv.get(AT_SYSINFO_EHDR):
         vdso = core.memory.segment_at(core.auxv[AT_SYSINFO_EHDR])
-    lm = core.read_pointer(r_debug + _R_DEBUG_R_MAP)
+    lm = core.read_pointer(r_debug + R_DEBUG_R_MAP)
     seen: Set[int] = set()
     first = True
-    while lm and lm not in seen and len(seen) < _MAX_LINK_MAP:
+    while lm and lm not in seen and len(seen) < MAX_LINK_MAP:
         seen.add(lm)
-        l_addr, l_name, l_ld, l_next = struct.unpack(core.order + _LINK_MAP, core.read(lm, _LINK_MAP_SIZE))
+        l_addr, l_name, l_ld, l_next = struct.unpack(core.order + LINK_MAP, core.read(lm, LINK_MAP_SIZE))
         lm = l_next
         if first:
             first = False      # the executable itself, placed above

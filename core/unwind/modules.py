@@ -38,6 +38,14 @@ class Module:
     empty_sframe: bool = False  # ... an empty one
     uncovered: Optional[int] = None      # how many of its SFrame functions no DWARF CFI covers (see ModuleSet.uncovered)
     entry: Optional[Tuple[int, int]] = None   # [start, end) of an executable's entry code, as loaded (core.elf.entry)
+    file: Optional[str] = None  # the local file to read, where `path` (the debugger's name) is not one; "": none
+    source: Optional[str] = None   # where its SFrame came from, where not the local file `path` (info sframe)
+    reader: Optional[Callable[[int, int], Optional[bytes]]] = None  # read(file offset, size), where no file is
+
+    @property
+    def local_path(self) -> str:
+        """The file to read the module's sections from ("" where there is none)."""
+        return self.path if self.file is None else self.file
 
     @property
     def unusable(self) -> bool:
@@ -107,7 +115,7 @@ class ModuleSet:
             except Exception as exc:
                 self.log("%s: %s; reading the file instead" % (m.path, exc))
         from ..elf.image import ElfImage  # pyelftools only when the file must be parsed (its import is slow)
-        m.image = ElfImage(m.path)
+        m.image = ElfImage(m.local_path)
         sf = m.image.require_sframe()
         return sf.data, sf.address + m.load_bias, sf.name
 
@@ -170,7 +178,7 @@ class ModuleSet:
         try:
             if m.image is None:
                 from ..elf.image import ElfImage
-                m.image = ElfImage(m.path)
+                m.image = ElfImage(m.local_path)
             image = m.image
             return image.symbolize(addr, m.section_addr - image.require_sframe().address)  # type: ignore[attr-defined]
         except Exception:               # (no such file, [vdso], a file that changed): no names
@@ -228,7 +236,7 @@ class ModuleSet:
             if m.cfi_loader is not None:
                 return m.cfi_loader()
             from ..elf.image import ElfImage
-            return (m.image or ElfImage(m.path)).cfi_sections(m.load_bias)
+            return (m.image or ElfImage(m.local_path)).cfi_sections(m.load_bias)
         except Exception as exc:       # a missing file, or adapter code: report, never propagate
             self.log("%s: cannot read its DWARF CFI: %s" % (m.path, exc))
             return []
@@ -255,7 +263,7 @@ def entry_code(m: Module) -> Optional[Tuple[int, int]]:
     if index is None:
         return None
     try:
-        read = entrymod.file_reader(m.path)
+        read = m.reader or entrymod.file_reader(m.local_path)
         hdr = parse_elf_headers(read)
         entry = entrymod.program_entry(read, hdr) if hdr is not None else None
         code = entrymod.code_reader(read, hdr) if entry is not None else None

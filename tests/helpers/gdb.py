@@ -88,15 +88,15 @@ class Out(str):
         return self[start:end]
 
 
-def run_gdb(gdb, lines, workdir, args=(), timeout=600, cwd=None, env=None):
+def run_gdb(gdb, lines, workdir, args=(), timeout=600, cwd=None, env=None, wrap=()):
     """Run a GDB batch script (the helper sourced first) and return its output (`env`: variables
-    set for it)."""
+    set for it; `wrap`: a command GDB's own is given to, as its arguments)."""
     tc, prog = GDBS[gdb]
     script = Path(workdir) / ("script-%d.gdb" % time.monotonic_ns())
     head = ["set pagination off", "set confirm off", "set width 0", "set breakpoint pending on", "handle SIGUSR1 nostop noprint pass",
             "source %s" % HELPER]
     script.write_text("\n".join(head + list(lines)) + "\n")
-    proc = T.run_in(tc, [prog, "-nx", "-batch", "-x", str(script), *args], cwd=cwd or workdir,
+    proc = T.run_in(tc, [*wrap, prog, "-nx", "-batch", "-x", str(script), *args], cwd=cwd or workdir,
                     binds=[workdir], timeout=timeout, env=env)
     out = Out(proc.stdout + proc.stderr)
     out.stderr = proc.stderr          # what GDB wrote to its standard error (also in the text, at the end)

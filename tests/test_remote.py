@@ -1,0 +1,195 @@
+"""Remote targets whose files are not on this machine: `gdbserver` in the sid root runs the program of
+tests/fixtures/shipped.c (`strip -s`, with and without `.eh_frame`) from a directory only the server
+sees, and GDB 13 (the host's), 16 (trixie's) and 18 (sid's) connect to it over the loopback address,
+with GDB's default sysroot for a remote target (`target:`): GDB reads every file through the remote
+protocol, and so must the plugin (a file of the same name here, the host's C library, is another
+build).  The reference is GDB's own DWARF on the copy that keeps `.eh_frame`, over the same kind of
+connection, at the same stop.
+
+Then the memory path on its own: the program's file removed from the target before GDB connects, so
+that neither GDB nor the plugin can read it; the plugin finds the program's SFrame through the
+auxiliary vector and its PT_GNU_SFRAME in the target's memory.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from helpers import shipped as S
+from helpers import toolchains as T
+from helpers.gdb import GDBS, PLUGIN, free_port, run_gdb
+
+CASES = [("gdb13", "host"), ("gdb16", "trixie"), ("gdb18", "sid"), ("gdb13", "sid"), ("gdb18", "host")]
+SERVER_ROOT = "sid"          # runs every x86-64 program built here (its C library is the newest)
+CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
+
+# Each frame's callee-saved registers as GDB gives them ("-" where it has no value).
+REGS = """python
+f = gdb.newest_frame()
+while f is not None:
+    vals = []
+    for r in NAMES:
+        try:
+            v = f.read_register(r)
+            vals.append("-" if v.is_optimized_out else "%#x" % (int(v) & 0xffffffffffffffff))
+        except (gdb.error, ValueError):
+            vals.append("-")
+    print("REGS %s %d %s" % (LABEL, f.level(), " ".join(vals)))
+    try:
+        f = f.older()
+    except gdb.error:
+        f = None
+end"""
+
+
+@pytest.fixture(scope="module")
+def builds(roots, tmp_path_factory):
+    """{toolchain: work directory} with the `strip -s` shape built (ref/prog keeps .eh_frame)."""
+    return {tc: S.build(tc, tmp_path_factory.mktemp("remote-" + tc), ["strip-s"]) for tc in ("host", "trixie", "sid")}
+
+
+class Target:
+    """A directory only the remote target sees (a host directory outside /tmp, bind-mounted into the
+    server's root alone: no GDB's root has it, and the host's GDB runs with it hidden), and
+    gdbservers in the sid root running programs from it, each waiting for one connection."""
+
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="sframe-remote-", dir="/var/tmp"))
+        self.servers = []
+
+    def put(self, src, kind):
+        dest = self.dir / kind / "prog"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest)
+        return dest
+
+    def serve(self, prog):
+        port = free_port()
+        argv, env = T.wrap_argv(SERVER_ROOT, ["gdbserver", "--once", "127.0.0.1:%d" % port, str(prog)],
+                                binds=[self.dir], root=SERVER_ROOT)
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        self.servers.append(proc)
+        line = ""
+        deadline = time.monotonic() + 60
+        while "Listening on port" not in line:       # (gdbserver says so once the program is started)
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "gdbserver did not start"
+            assert time.monotonic() < deadline, "gdbserver did not start"
+        return port
+
+    def close(self):
+        for proc in self.servers:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def target():
+    t = Target()
+    yield t
+    t.close()
+
+
+def _gdb(gdb, lines, work, target, cache=None):
+    """GDB's output: in its root, which has no copy of the target's directory; the host's GDB in a
+    mount namespace of its own where an empty file system hides it.  `cache`: the plugin's."""
+    check = ["shell test -e %s && echo TARGET-DIR VISIBLE || echo TARGET-DIR HIDDEN" % target.dir]
+    env = {"SFRAME_CACHE": str(cache or work / "cache")}
+    if GDBS[gdb][0] != "host":
+        return run_gdb(gdb, check + lines, work, env=env)
+    return run_gdb(gdb, check + lines, work, env=env, wrap=["unshare", "--mount", "--propagation", "private", "sh",
+                                                            "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"',
+                                                            str(target.dir)])
+
+
+def _stop(port, label, plugin, after=(), before=()):
+    lines = ["set backtrace past-main on", *before]
+    if plugin:
+        lines.append("source %s" % PLUGIN)
+    return lines + ["target remote 127.0.0.1:%d" % port, "break getppid", "continue", "frames-dump %s" % label,
+                    S.TAILCALLS.replace("LABEL", repr(label)),
+                    REGS.replace("LABEL", repr(label)).replace("NAMES", repr(CALLEE_SAVED)), *after, "kill", "delete"]
+
+
+def _regs(out, label):
+    return {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^REGS %s (\d+) (.*)$" % re.escape(label), out, re.M)}
+
+
+@pytest.mark.parametrize("gdb,toolchain", CASES, ids=["%s-%s" % c for c in CASES])
+def test_gdbserver_files_not_here(builds, target, tmp_path, gdb, toolchain):
+    """GDB with the plugin over gdbserver: the frames and the outer frames' callee-saved registers
+    of GDB's DWARF on the copy that keeps `.eh_frame`; `info sframe` says where the SFrame came
+    from; `sframe verify` on the copy with `.eh_frame` agrees with DWARF at the stop."""
+    work = builds[toolchain] / "strip-s"
+    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    cache = tmp_path / "cache"
+    lines = (_stop(target.serve(ref), "ref", False)
+             + _stop(target.serve(noeh), "plugin", True, after=["echo @@ info\\n", "info sframe", "echo @@ end\\n"])
+             + _stop(target.serve(ref), "verify", False, after=["source %s" % PLUGIN, "echo @@ verify\\n",
+                                                                  "sframe verify", "echo @@ end\\n"]))
+    out = _gdb(gdb, lines, tmp_path, target, cache)
+    assert "TARGET-DIR HIDDEN" in out, out[:2000]
+    want = S.pcs(out.frames("ref"))
+    assert "Traceback" not in out and len(want) > 20, out[-4000:]
+    got = S.pcs(out.frames("plugin"))
+    assert got == want, "%s %s over gdbserver: with the plugin\n%s\nDWARF with .eh_frame\n%s" % (
+        gdb, toolchain, S.hex_pcs(got), S.hex_pcs(want))
+
+    info = out.between("@@ info", "@@ end")
+    assert re.search(r"target:%s: remote file, copied to %s/remote/" % (re.escape(str(noeh)), re.escape(str(cache))),
+                     info), info
+    copies = list((cache / "remote").rglob("prog"))
+    assert len(copies) == 1 and copies[0].read_bytes() == (work / "noeh" / "prog").read_bytes(), copies
+
+    # Callee-saved registers of the outer frames: DWARF's value, never another; the plugin's
+    # save-slot analysis knows them all here, as it does with the file on this machine.
+    ref_regs, plugin_regs = _regs(out, "ref"), _regs(out, "plugin")
+    assert set(ref_regs) == set(plugin_regs), (ref_regs, plugin_regs)
+    known = 0
+    for level in sorted(ref_regs):
+        for name, w, g in zip(CALLEE_SAVED, ref_regs[level], plugin_regs[level]):
+            assert g in ("-", w), "frame #%d %s: %s with the plugin, %s by DWARF" % (level, name, g, w)
+            known += g != "-" and level > 0
+    assert known >= 6 * 20, out[-3000:]
+
+    verify = out.between("@@ verify", "@@ end")
+    assert re.search(r"\b0 differ", verify) or "agree" in verify, verify
+
+
+def test_memory_only(builds, target, tmp_path):
+    """The program's file gone from the target before GDB connects: GDB has no file for it (nor its
+    symbols, nor its libraries'), and the plugin reads the SFrame from the target's memory; stopped
+    where `sorter` has returned from `qsort`, the program's frames down to `main` are DWARF's."""
+    work = builds["sid"] / "strip-s"
+    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    first = _gdb("gdb18", _stop(target.serve(ref), "ref", False), tmp_path, target)
+    frames = S.pcs(first.frames("ref"))
+    assert len(frames) > 20, first[-3000:]
+    # (the first PC of the program after those in the C library: sorter's return from qsort)
+    in_prog = [p < 0x7f0000000000 for p in frames]
+    back = next(i for i in range(1, len(frames)) if in_prog[i] and not in_prog[i - 1])
+    where = frames[back]
+
+    def at(port, label, plugin, after=()):
+        return (["set backtrace past-main on"] + (["source %s" % PLUGIN] if plugin else [])
+                + ["target remote 127.0.0.1:%d" % port, "break *%#x" % where, "continue", "frames-dump %s" % label,
+                   *after, "kill", "delete"])
+    port = target.serve(ref)
+    port2 = target.serve(noeh)
+    os.unlink(noeh)
+    out = _gdb("gdb18", at(port, "ref", False)
+               + at(port2, "memory", True, ["echo @@ info\\n", "info sframe", "echo @@ end\\n"]), tmp_path, target)
+    want = [p for p in S.pcs(out.frames("ref")) if p < 0x7f0000000000]
+    got = S.pcs(out.frames("memory"))[:len(want)]
+    assert len(want) >= 16 and want[0] == where, S.hex_pcs(want)
+    assert got == want, "from target memory\n%s\nDWARF\n%s" % (S.hex_pcs(got), S.hex_pcs(want))
+    info = out.between("@@ info", "@@ end")
+    assert re.search(r"%s: target memory \(PT_GNU_SFRAME" % re.escape(str(noeh)), info), out[-3000:]
