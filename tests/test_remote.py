@@ -71,9 +71,9 @@ class Target:
         shutil.copy2(src, dest)
         return dest
 
-    def serve(self, prog):
+    def serve(self, prog, args=()):
         port = free_port()
-        argv, env = T.wrap_argv(SERVER_ROOT, ["gdbserver", "--once", "127.0.0.1:%d" % port, str(prog)],
+        argv, env = T.wrap_argv(SERVER_ROOT, ["gdbserver", "--once", "127.0.0.1:%d" % port, str(prog), *args],
                                 binds=[self.dir], root=SERVER_ROOT)
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
@@ -260,3 +260,41 @@ def test_qemu_gdbstub(builds, tmp_path, toolchain, sysroot):
     assert "%s: %s" % (("target:%s" % noeh) if sysroot == "target" else noeh, source) in info, info
     if sysroot == "target":
         _verified(out.between("verify", "end"))
+
+
+@pytest.mark.parametrize("gdb", ["gdb13", "gdb18"])
+def test_no_remote_reads_per_frame(roots, target, tmp_path, gdb):
+    """The remote packets of a `bt` with the plugin (its file copied and its index built at the
+    first): as many memory reads for 67 frames as for 17 (the stack is read in one piece, the
+    SFrame section and code are not read again), and no file transfer GDB itself does not make.
+    GDB's own DWARF unwinder, for comparison, reads more the deeper the stack."""
+    from sframekit.core.elf.image import ElfImage
+    src = T.FIXTURES_DIR / "recurse.c"
+    full = tmp_path / "recurse"
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-Wa,--gsframe", "-I", str(T.FIXTURES_DIR), "-o", str(full),
+                    str(src)], check=True)
+    stop = ElfImage(str(full)).resolve("stop_here")
+    progs = {}
+    for kind, cut in (("noeh", ["-R", ".eh_frame", "-R", ".eh_frame_hdr"]), ("ref", [])):
+        out = tmp_path / ("%s.prog" % kind)
+        subprocess.run(["strip", "-s", *cut, "-o", str(out), str(full)], check=True)
+        progs[kind] = target.put(out, kind)
+    counts = {}
+    for kind in ("noeh", "ref"):
+        for depth in (10, 60):
+            port = target.serve(progs[kind], [str(depth)])
+            lines = (["source %s" % PLUGIN] if kind == "noeh" else []) + [
+                "target remote 127.0.0.1:%d" % port, "break *%#x" % (0x555555554000 + stop), "continue", "bt 1",
+                "maint flush register-cache", "mark counted", "set debug remote 1", "bt -past-main",
+                "set debug remote 0", "mark end", "kill"]
+            out = _gdb(gdb, lines, tmp_path, target)
+            # (GDB's debugging output goes to its standard error, and it is on for that `bt` alone; memory
+    # is read with `m` packets, or `x` since GDB 16)
+            frames = len(re.findall(r"^#\d+ ", out.between("counted", "end"), re.M))
+            counts[kind, depth] = (frames, len(re.findall(r"Sending packet: \$[mx][0-9a-f]", out.stderr)),
+                                   len(re.findall(r"Sending packet: \$vFile", out.stderr)))
+    (f10, m10, v10), (f60, m60, v60) = counts["noeh", 10], counts["noeh", 60]
+    assert f60 - f10 == 50 and f10 >= 15, counts
+    assert m60 == m10 and m10 <= 16, counts
+    assert (v10, v60) == (counts["ref", 10][2], counts["ref", 60][2]), counts
+    assert counts["ref", 60][1] > counts["ref", 10][1], counts

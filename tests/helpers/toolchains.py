@@ -210,7 +210,7 @@ def run_in(tc: str | Toolchain, argv: Sequence[str], cwd=None, binds: Iterable =
     full, full_env = wrap_argv(tc, argv, binds, cwd, root=root)
     if env:
         full_env.update(env)
-    proc = subprocess.run(full, cwd=cwd, env=full_env, input=input, text=True,
+    proc = subprocess.run(full, cwd=cwd, env=full_env, input=input, text=True, errors="backslashreplace",
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{tc if isinstance(tc, str) else tc.name}: {shlex.join(full)} "
