@@ -289,7 +289,7 @@ def test_no_remote_reads_per_frame(roots, target, tmp_path, gdb):
                 "set debug remote 0", "mark end", "kill"]
             out = _gdb(gdb, lines, tmp_path, target)
             # (GDB's debugging output goes to its standard error, and it is on for that `bt` alone; memory
-    # is read with `m` packets, or `x` since GDB 16)
+            # is read with `m` packets, or `x` since GDB 16)
             frames = len(re.findall(r"^#\d+ ", out.between("counted", "end"), re.M))
             counts[kind, depth] = (frames, len(re.findall(r"Sending packet: \$[mx][0-9a-f]", out.stderr)),
                                    len(re.findall(r"Sending packet: \$vFile", out.stderr)))
