@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import shipped as S
 from helpers import toolchains as T
-from helpers.gdb import GDBS, PLUGIN, Out, Qemu, free_port, run_gdb
+from helpers.gdb import GDBS, PLUGIN, Out, Qemu, _listening, free_port, run_gdb
 
 CASES = [("gdb13", "host"), ("gdb16", "trixie"), ("gdb18", "sid"), ("gdb13", "sid"), ("gdb18", "host")]
 SERVER_ROOT = "sid"          # runs every x86-64 program built here (its C library is the newest)
@@ -298,3 +298,46 @@ def test_no_remote_reads_per_frame(roots, target, tmp_path, gdb):
     assert m60 == m10 and m10 <= 16, counts
     assert (v10, v60) == (counts["ref", 10][2], counts["ref", 60][2]), counts
     assert counts["ref", 60][1] > counts["ref", 10][1], counts
+
+
+@pytest.mark.parametrize("lldb", [21, 23])
+def test_lldb_remote_platform(builds, target, tmp_path, lldb):
+    """LLDB connected to `lldb-server platform` in the sid root (`platform select remote-linux`,
+    `platform connect`), the program in a directory LLDB does not see: LLDB copies each module into
+    its module cache, and the plugin reads it there.  LLDB's own `bt` through the side file, and
+    `sframe bt`, give the frames of LLDB's `bt` on the copy that keeps `.eh_frame`."""
+    from helpers.lldb import PLUGIN as LLDB_PLUGIN
+    from helpers.lldb import run_lldb
+    work = builds["sid"] / "strip-s"
+    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    port = free_port()
+    argv, env = T.wrap_argv(SERVER_ROOT, ["lldb-server", "platform", "--server", "--listen", "127.0.0.1:%d" % port],
+                            binds=[target.dir], root=SERVER_ROOT)
+    server = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    target.servers.append(server)
+    deadline = time.monotonic() + 30
+    while not _listening(port):
+        assert server.poll() is None and time.monotonic() < deadline, "lldb-server platform did not start"
+        time.sleep(0.05)
+
+    def stop(prog, tag, what):
+        return (["target create --remote-file %s %s" % (prog, prog), "breakpoint set -n getppid", "process launch"]
+                + [c for name, cmd in what for c in ("script print('@@ %s-%s')" % (name, tag), cmd)]
+                + ["script print('@@ end')", "process kill"])
+    lines = (["platform select remote-linux", "platform connect connect://127.0.0.1:%d" % port,
+              "script import os; print('@@ seen'); print('TARGET-DIR', os.path.exists(%r))" % str(ref),
+              "script print('@@ end')"]
+             + stop(ref, "ref", [("own", S.OWN)])
+             + ["command script import %s" % LLDB_PLUGIN]
+             + stop(noeh, "plugin", [("own", S.OWN), ("sframe", "sframe bt"), ("info", "sframe info")]))
+    s = run_lldb(lldb, lines, tmp_path, "remote%d" % lldb, preamble=False)
+    blocks = S.blocks(s.stdout)
+    assert "TARGET-DIR False" in blocks["seen"], s.stdout[-3000:]
+    want = S.own_pcs(blocks["own-ref"])
+    assert len(want) > 20, s.stdout[-3000:] + s.stderr[-3000:]
+    got = S.own_pcs(blocks["own-plugin"])
+    assert got == want, "LLDB %d remote: own bt with the plugin\n%s\nwith .eh_frame\n%s" % (
+        lldb, S.hex_pcs(got), S.hex_pcs(want))
+    assert S.lldb_pcs(blocks["sframe-plugin"]) == want, blocks["sframe-plugin"]
+    assert "module_cache" in s.stdout and "[sframe]" in blocks["sframe-plugin"], blocks["info-plugin"]
