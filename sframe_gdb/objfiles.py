@@ -189,6 +189,19 @@ class Tracker:
         module.file = copy.path or ""
         module.source = copy.source if copy.path else "target memory (%s)" % copy.source
         self.log("%s: %s" % (module.path, module.source))
+        if copy.path is None:        # its headers and code as memory shows them: the entry point, the bias
+            twin = self._in_memory_twin(module.extra.get("runtime"))
+            if twin is not None:
+                module.reader, module.bias = twin.reader(gdb.selected_inferior().read_memory), twin.bias
+
+    def _in_memory_twin(self, runtime):
+        """The module found in the target's memory whose SFrame is at `runtime`, or None."""
+        from ..core.target import inmemory
+        inferior = gdb.selected_inferior()
+        if runtime is None or not inferior.pid:
+            return None
+        found, _ = inmemory.modules(inferior.read_memory, _auxv(), ">" if _big_endian() else "<")
+        return next((m for m in found if m.sframe is not None and m.sframe[0] == runtime), None)
 
     @staticmethod
     def _read_relocatable(module, runtime):

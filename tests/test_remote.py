@@ -181,13 +181,14 @@ def _verified(verify):
     assert checked and int(checked.group(1)) >= 15 and equal and int(equal.group(1)) >= 15, verify
 
 
-def test_memory_only(builds, target, tmp_path):
+@pytest.mark.parametrize("gdb", ["gdb13", "gdb18"])
+def test_memory_only(builds, target, tmp_path, gdb):
     """The program's file gone from the target before GDB connects: GDB has no file for it (nor its
     symbols, nor its libraries'), and the plugin reads the SFrame from the target's memory; stopped
     where `sorter` has returned from `qsort`, the program's frames down to `main` are DWARF's."""
     work = builds["sid"] / "strip-s"
     ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
-    first = _gdb("gdb18", _stop(target.serve(ref), "ref", False), tmp_path, target)
+    first = _gdb(gdb, _stop(target.serve(ref), "ref", False), tmp_path, target)
     frames = S.pcs(first.frames("ref"))
     assert len(frames) > 20, first[-3000:]
     # (getppid in the C library, leaf in the program, qsort's frames, then sorter: its return from qsort)
@@ -198,11 +199,11 @@ def test_memory_only(builds, target, tmp_path):
         return (["set backtrace past-main on", *before] + (["source %s" % PLUGIN] if plugin else [])
                 + ["target remote 127.0.0.1:%d" % port, "break *%#x" % where, "continue", "frames-dump %s" % label,
                    *after, "kill", "delete"])
-    out = _gdb("gdb18", at(target.serve(ref), "ref", False), tmp_path, target)
+    out = _gdb(gdb, at(target.serve(ref), "ref", False), tmp_path, target)
     port = target.serve(noeh)
     os.unlink(noeh)
     # (GDB would read the file through /proc/PID/exe still: no sysroot has any of the target's files)
-    out = Out(out + _gdb("gdb18", at(port, "memory", True, ["mark info", "info sframe", "mark end"],
+    out = Out(out + _gdb(gdb, at(port, "memory", True, ["mark info", "info sframe", "mark end"],
                                      ["set sysroot /nonexistent"]), tmp_path, target))
     want, got = S.pcs(out.frames("ref")), S.pcs(out.frames("memory"))
     assert "Reading symbols from" not in out.split("FRAME ref")[-1], out[-3000:]
@@ -341,3 +342,20 @@ def test_lldb_remote_platform(builds, target, tmp_path, lldb):
         lldb, S.hex_pcs(got), S.hex_pcs(want))
     assert S.lldb_pcs(blocks["sframe-plugin"]) == want, blocks["sframe-plugin"]
     assert "module_cache" in s.stdout and "[sframe]" in blocks["sframe-plugin"], blocks["info-plugin"]
+
+
+def test_no_copy_possible(builds, target, tmp_path):
+    """Where no copy of the file can be made (here the plugin's cache cannot be created), the
+    objfile's SFrame still comes from the target's memory: the frames are DWARF's, and `info
+    sframe` says why there is no file."""
+    work = builds["sid"] / "strip-s"
+    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    out = Out(_gdb("gdb18", _stop(target.serve(ref), "ref", False), tmp_path, target)
+              + _gdb("gdb18", _stop(target.serve(noeh), "plugin", True, after=["mark info", "info sframe", "mark end"]),
+                     tmp_path, target, cache=blocker / "cache"))
+    want = S.pcs(out.frames("ref"))
+    assert len(want) > 20 and S.pcs(out.frames("plugin")) == want, out[-3000:]
+    info = out.between("info", "end")
+    assert "target:%s: target memory (cannot create the cache of copies of the target's files" % noeh in info, info

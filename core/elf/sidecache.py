@@ -70,23 +70,24 @@ class CacheError(Exception):
     """The cache cannot be used (one line: where, and why)."""
 
 
-def private_dir(path: str) -> str:
+def private_dir(path: str, what: str = "side-file cache") -> str:
     """`path`, created if missing, as a directory only its owner, this user, can enter: a
-    directory another user owns is refused, a shared one made private."""
+    directory another user owns is refused, a shared one made private.  `what`: the cache, as
+    errors name it."""
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.lstat(path)
     except OSError as exc:
-        raise CacheError("cannot create the side-file cache %s: %s" % (path, exc.strerror)) from None
+        raise CacheError("cannot create the %s %s: %s" % (what, path, exc.strerror)) from None
     if not stat.S_ISDIR(st.st_mode):
-        raise CacheError("the side-file cache %s is not a directory" % path)
+        raise CacheError("the %s %s is not a directory" % (what, path))
     if st.st_uid != os.getuid():
-        raise CacheError("the side-file cache %s belongs to another user (uid %d): not used" % (path, st.st_uid))
+        raise CacheError("the %s %s belongs to another user (uid %d): not used" % (what, path, st.st_uid))
     if st.st_mode & 0o077:
         try:
             os.chmod(path, 0o700)
         except OSError as exc:
-            raise CacheError("cannot make the side-file cache %s private: %s" % (path, exc.strerror)) from None
+            raise CacheError("cannot make the %s %s private: %s" % (what, path, exc.strerror)) from None
     return path
 
 

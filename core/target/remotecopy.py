@@ -17,6 +17,7 @@ from ..elf.notes import file_build_id
 from ..elf.sidecache import CacheError, cache_root, private_dir
 
 TARGET_PREFIX = "target:"
+_WHAT = "cache of copies of the target's files"
 
 
 class Copy(NamedTuple):
@@ -44,7 +45,7 @@ def local_copy(name: str, build_id: Optional[bytes], fetch: Callable[[str, str],
         return _fetched_for_now(name, fetch)
     hexid = build_id.hex()
     try:
-        where = private_dir(os.path.join(copies_dir(), hexid[:2], hexid[2:]))
+        where = private_dir(os.path.join(copies_dir(), hexid[:2], hexid[2:]), _WHAT)
     except CacheError as exc:
         return Copy(None, str(exc))
     path = os.path.join(where, os.path.basename(name) or "file")
@@ -71,7 +72,7 @@ def _fetched_for_now(name: str, fetch: Callable[[str, str], None]) -> Copy:
     global _session_dir
     try:
         if _session_dir is None:
-            base = private_dir(copies_dir())
+            base = private_dir(copies_dir(), _WHAT)
             _session_dir = tempfile.mkdtemp(prefix="session-", dir=base)
             atexit.register(shutil.rmtree, _session_dir, True)
         fd, path = tempfile.mkstemp(prefix=os.path.basename(name) + ".", dir=_session_dir)
