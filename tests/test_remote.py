@@ -66,6 +66,10 @@ class Target:
         self.servers = []
 
     def put(self, src, kind):
+        """A copy of `src` as DIR/KIND/prog: kinds of four letters ("orig", "noeh"), so that the
+        programs' paths, which the kernel puts on their stacks, are of one length, and so are
+        the stack addresses of two runs (registers that hold them compare)."""
+        assert len(kind) == 4, kind
         dest = self.dir / kind / "prog"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest)
@@ -104,7 +108,7 @@ def target():
 def _gdb(gdb, lines, work, target, cache=None):
     """GDB's output: in its root, which has no copy of the target's directory; the host's GDB in a
     mount namespace of its own where an empty file system hides it.  `cache`: the plugin's."""
-    check = ["shell test -e %s/ref/prog && echo TARGET-DIR VISIBLE || echo TARGET-DIR HIDDEN" % target.dir]
+    check = ["shell test -e %s/noeh/prog && echo TARGET-DIR VISIBLE || echo TARGET-DIR HIDDEN" % target.dir]
     env = {"SFRAME_CACHE": str(cache or work / "cache")}
     if GDBS[gdb][0] != "host":
         return run_gdb(gdb, check + lines, work, env=env)
@@ -146,7 +150,7 @@ def test_gdbserver_files_not_here(builds, target, tmp_path, gdb, toolchain):
     of GDB's DWARF on the copy that keeps `.eh_frame`; `info sframe` says where the SFrame came
     from; `sframe verify` on the copy with `.eh_frame` agrees with DWARF at the stop."""
     work = builds[toolchain] / "strip-s"
-    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
     cache = tmp_path / "cache"
     # (one GDB each: GDB keeps an executable across `target remote`s, and the copies share a build ID)
     out = Out("".join(_gdb(gdb, lines, tmp_path, target, cache) for lines in (
@@ -187,7 +191,7 @@ def test_memory_only(builds, target, tmp_path, gdb):
     symbols, nor its libraries'), and the plugin reads the SFrame from the target's memory; stopped
     where `sorter` has returned from `qsort`, the program's frames down to `main` are DWARF's."""
     work = builds["sid"] / "strip-s"
-    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
     first = _gdb(gdb, _stop(target.serve(ref), "ref", False), tmp_path, target)
     frames = S.pcs(first.frames("ref"))
     assert len(frames) > 20, first[-3000:]
@@ -229,7 +233,7 @@ def test_qemu_gdbstub(builds, tmp_path, toolchain, sysroot):
     target = Target()
     try:
         work = builds[toolchain] / "strip-s"
-        ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+        ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
         arch = tc.arch
         # (with no file, GDB takes its byte order from nowhere: a big-endian target must be named)
         mode = [] if sysroot == "target" else ["set sysroot %s" % tc.sysroot] + (
@@ -279,7 +283,7 @@ def test_no_remote_reads_per_frame(roots, target, tmp_path, gdb):
     for kind, cut in (("noeh", ["-R", ".eh_frame", "-R", ".eh_frame_hdr"]), ("ref", [])):
         out = tmp_path / ("%s.prog" % kind)
         subprocess.run(["strip", "-s", *cut, "-o", str(out), str(full)], check=True)
-        progs[kind] = target.put(out, kind)
+        progs[kind] = target.put(out, "orig" if kind == "ref" else kind)
     counts = {}
     for kind in ("noeh", "ref"):
         for depth in (10, 60):
@@ -310,7 +314,7 @@ def test_lldb_remote_platform(builds, target, tmp_path, lldb):
     from helpers.lldb import PLUGIN as LLDB_PLUGIN
     from helpers.lldb import run_lldb
     work = builds["sid"] / "strip-s"
-    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
     port = free_port()
     argv, env = T.wrap_argv(SERVER_ROOT, ["lldb-server", "platform", "--server", "--listen", "127.0.0.1:%d" % port],
                             binds=[target.dir], root=SERVER_ROOT)
@@ -349,7 +353,7 @@ def test_no_copy_possible(builds, target, tmp_path):
     objfile's SFrame still comes from the target's memory: the frames are DWARF's, and `info
     sframe` says why there is no file."""
     work = builds["sid"] / "strip-s"
-    ref, noeh = target.put(work / "ref" / "prog", "ref"), target.put(work / "noeh" / "prog", "noeh")
+    ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     out = Out(_gdb("gdb18", _stop(target.serve(ref), "ref", False), tmp_path, target)
