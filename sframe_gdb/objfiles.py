@@ -172,7 +172,11 @@ class Tracker:
             raise EmptySFrameError("%s: the .sframe section is empty (no SFrame data)" % module.path)
         data = bytes(gdb.selected_inferior().read_memory(lo, hi - lo))
         if module.file is None and remotecopy.remote_name(module.path) is not None:
-            self._fetch(module)
+            try:
+                self._fetch(module)
+            except Exception as exc:      # (the SFrame read is good: it goes on from memory alone)
+                module.file, module.source = "", "target memory (%s)" % exc
+                self.log("%s: %s" % (module.path, module.source))
         return data, lo, ".sframe"
 
     def _fetch(self, module):

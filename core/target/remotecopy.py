@@ -45,7 +45,8 @@ def local_copy(name: str, build_id: Optional[bytes], fetch: Callable[[str, str],
         return _fetched_for_now(name, fetch)
     hexid = build_id.hex()
     try:
-        where = private_dir(os.path.join(copies_dir(), hexid[:2], hexid[2:]), _WHAT)
+        base = private_dir(copies_dir(), _WHAT)      # (each level private: makedirs modes the leaf alone)
+        where = private_dir(os.path.join(private_dir(os.path.join(base, hexid[:2]), _WHAT), hexid[2:]), _WHAT)
     except CacheError as exc:
         return Copy(None, str(exc))
     path = os.path.join(where, os.path.basename(name) or "file")
