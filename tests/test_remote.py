@@ -52,7 +52,7 @@ end"""
 @pytest.fixture(scope="module")
 def builds(roots, tmp_path_factory):
     """{toolchain: work directory} with the `strip -s` shape built (ref/prog keeps .eh_frame)."""
-    return {tc: S.build(tc, tmp_path_factory.mktemp("remote-" + tc), ["strip-s"])
+    return {tc: S.build(tc, tmp_path_factory.mktemp("remote-" + tc), ["strip-s"] + (["lib-linked"] if tc == "sid" else []))
             for tc in ("host", "trixie", "sid", "sid-aarch64", "sid-s390x")}
 
 
@@ -73,6 +73,8 @@ class Target:
         dest = self.dir / kind / "prog"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest)
+        if (Path(src).parent / "libship.so").exists():      # (a program's library beside it: its rpath)
+            shutil.copy2(Path(src).parent / "libship.so", dest.parent / "libship.so")
         return dest
 
     def serve(self, prog, args=()):
@@ -363,3 +365,20 @@ def test_no_copy_possible(builds, target, tmp_path):
     assert len(want) > 20 and S.pcs(out.frames("plugin")) == want, out[-3000:]
     info = out.between("info", "end")
     assert "target:%s: target memory (cannot create the cache of copies of the target's files" % noeh in info, info
+
+
+@pytest.mark.parametrize("gdb", ["gdb13", "gdb18"])
+def test_gdbserver_library(builds, target, tmp_path, gdb):
+    """A program that keeps its CFI and its shared library cut `strip -s` without `.eh_frame`, both
+    on the target alone: the plugin copies the library by build ID and gives DWARF's frames."""
+    work = builds["sid"] / "lib-linked"
+    ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
+    out = Out(_gdb(gdb, _stop(target.serve(ref), "ref", False), tmp_path, target)
+              + _gdb(gdb, _stop(target.serve(noeh), "plugin", True, after=["mark info", "info sframe", "mark end"]),
+                     tmp_path, target))
+    want = S.pcs(out.frames("ref"))
+    assert "Traceback" not in out and len(want) > 20, out[-4000:]
+    assert S.pcs(out.frames("plugin")) == want, out[-4000:]
+    info = out.between("info", "end")
+    assert "target:%s: remote file, copied to" % (noeh.parent / "libship.so") in info, info
+    _same_registers(out, CALLEE_SAVED["x86_64"], 20)
