@@ -318,9 +318,12 @@ def test_lldb_remote_platform(builds, target, tmp_path, lldb):
     work = builds["sid"] / "strip-s"
     ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
     port = free_port()
+    # (in a directory of its own: the platform writes the programs it runs into its working directory)
+    home = tmp_path / "platform"
+    home.mkdir()
     argv, env = T.wrap_argv(SERVER_ROOT, ["lldb-server", "platform", "--server", "--listen", "127.0.0.1:%d" % port],
-                            binds=[target.dir], root=SERVER_ROOT)
-    server = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            binds=[target.dir], cwd=home, root=SERVER_ROOT)
+    server = subprocess.Popen(argv, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     target.servers.append(server)
     deadline = time.monotonic() + 30
