@@ -80,6 +80,7 @@ class Tracker:
         self._current_ps = None
         self._current = None       # ModuleSet of _current_ps if anything in it has SFrame
         self._in_memory = {}       # gdb.Progspace -> {key: module} of modules found in a remote target's memory
+        self._chains = {}          # gdb.Progspace -> the link_map chain (inmemory.link_chain) when they were found
         self.generation = 0        # counts refreshes: what was learnt from the indexes before may be stale
 
     # -- objfiles -------------------------------------------------------------------------
@@ -173,13 +174,13 @@ class Tracker:
         data = bytes(gdb.selected_inferior().read_memory(lo, hi - lo))
         if module.file is None and remotecopy.remote_name(module.path) is not None:
             try:
-                self._fetch(module)
+                self._fetch(module, data)
             except Exception as exc:      # (the SFrame read is good: it goes on from memory alone)
                 module.file, module.source = "", "target memory (%s)" % exc
                 self.log("%s: %s" % (module.path, module.source))
         return data, lo, ".sframe"
 
-    def _fetch(self, module):
+    def _fetch(self, module, data):
         """A remote target's file, for what GDB's memory does not hold (symbols, the entry point,
         .debug_frame, the load bias): a local copy by build ID, made once through GDB's own
         `remote get`.  Where none can be had, the module goes on with its SFrame from memory."""
@@ -189,7 +190,8 @@ class Tracker:
             build_id = bytes.fromhex(hexid) if hexid else None
         except (ValueError, AttributeError):
             build_id = None
-        copy = remotecopy.local_copy(remotecopy.remote_name(module.path), build_id, _remote_get)
+        copy = remotecopy.local_copy(remotecopy.remote_name(module.path), build_id, _remote_get,
+                                     lambda path: remotecopy.sframe_as_loaded(path, data))
         module.file = copy.path or ""
         module.source = copy.source if copy.path else "target memory (%s)" % copy.source
         self.log("%s: %s" % (module.path, module.source))
@@ -242,7 +244,7 @@ class Tracker:
                 image = module.image or ElfImage(module.local_path)
                 out.extend(image.cfi_sections(self._file_bias(module, EH_FRAME, image), (EH_FRAME,)))
         name = module.extra.get("gdb_name")
-        paths = ([module.local_path] if self._where(module, DEBUG_FRAME) else []) + [
+        paths = ([module.local_path] if module.local_path and self._where(module, DEBUG_FRAME) else []) + [
             path for gdb_name, path in self._debug_files.get(name, {}).items()
             if DEBUG_FRAME in self._all_sections().get(gdb_name, {})]
         if paths:
@@ -271,7 +273,7 @@ class Tracker:
         for mod in found:
             if mod.sframe is None or mod.sframe[0] in have:
                 continue
-            key = ("memory", mod.sframe)
+            key = ("memory", mod.sframe, mod.name, mod.build_id)     # (another library in the same place: anew)
             m = old.pop(key, None)
             if m is None:
                 addr, size = mod.sframe
@@ -285,7 +287,27 @@ class Tracker:
         for key in old:
             ms.remove(key)
         self._in_memory[ps] = now
+        self._chains[ps] = inmemory.link_chain(read, _auxv(), ">" if _big_endian() else "<") if now else None
         ms.with_sframe()
+
+    def check_memory(self, *_):
+        """At a stop: where modules were found in a remote target's memory, has the dynamic
+        linker's list changed since (a library GDB has no file for loaded or unloaded, which no
+        objfile event tells)?  Then everything is looked at again."""
+        try:
+            ps = gdb.current_progspace()
+            if self._stale or not self._in_memory.get(ps):
+                return
+            from ..core.target import inmemory
+            inferior = gdb.selected_inferior()
+            if not inferior.pid:
+                return
+            chain = inmemory.link_chain(inferior.read_memory, _auxv(), ">" if _big_endian() else "<")
+            if chain != self._chains.get(ps):
+                self.log("target memory: the dynamic linker's list changed; looking at it again")
+                self.mark_stale()
+        except Exception as exc:         # events must never raise into GDB
+            self.log("target memory: %s" % exc)
 
     # -- load biases ------------------------------------------------------------------------
 
@@ -362,9 +384,12 @@ class Tracker:
             self._on(ev, name, self.mark_stale)
         for name in ("before_prompt", "selected_context"):
             self._on(ev, name, self.check_progspace)
+        self._on(ev, "stop", self.check_memory)
 
     def _drop_progspace(self, ps):
         self._files.pop(ps, None)
+        self._in_memory.pop(ps, None)
+        self._chains.pop(ps, None)
         self._sets.pop(ps, None)
         self._added.pop(ps, None)
         self.mark_stale()

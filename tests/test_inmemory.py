@@ -129,7 +129,18 @@ def test_damaged_images_are_warnings(built):
     mods, warnings = inmemory.modules(mem.read, auxv, "<")
     assert len(mods) == 1 and "no ELF header at its load bias" in warnings[0], warnings
     mods, warnings = inmemory.modules(mem.read, auxv, ">")               # the wrong byte order: nothing sane
-    assert all(m.sframe is None for m in mods) or warnings
+    assert all(m.sframe is None for m in mods) and warnings, (mods, warnings)
+
+
+def test_link_chain_tells_a_change(built):
+    """link_chain: the list's (bias, name) entries, read anew; () where nothing can be read."""
+    mem, auxv = _image(built)
+    chain = inmemory.link_chain(mem.read, auxv, "<")
+    assert [bias for bias, _name in chain] == [EXE_BIAS, LIB_BIAS]
+    mem.write(LINK_MAPS + 0x40, struct.pack("<Q", LIB_BIAS + 0x100000))     # another library's bias
+    assert inmemory.link_chain(mem.read, auxv, "<") != chain
+    assert inmemory.link_chain(mem.read, {}, "<") == ()
+    assert inmemory.link_chain(_image(built, link_maps=False)[0].read, auxv, "<") == ()
 
 
 # -- local copies of a target's files ----------------------------------------------------------------
@@ -179,3 +190,25 @@ def test_copy_refused_or_failed(built, tmp_path, monkeypatch):
     got = remotecopy.local_copy("/nonexistent/p", None, _fetcher(prog, []))
     assert "for this session" in got.source and open(got.path, "rb").read() == prog.read_bytes()
     assert remotecopy.local_copy("/nonexistent/p", None, fails).path is None
+
+
+def test_copy_must_be_the_file_loaded(built, tmp_path, monkeypatch):
+    """A copy whose SFrame section is not the one in memory is refused; so is a name with control
+    characters (it would reach a debugger command line) or a relative one."""
+    monkeypatch.setenv("SFRAME_CACHE", str(tmp_path / "cache"))
+    prog = built / "p"
+    bid = file_build_id(str(prog))
+    loaded = ElfImage(str(prog)).require_sframe().data
+    assert remotecopy.sframe_as_loaded(str(prog), loaded)
+    assert not remotecopy.sframe_as_loaded(str(prog), loaded[:-1] + bytes([loaded[-1] ^ 1]))
+    assert not remotecopy.sframe_as_loaded(str(built / "l.c"), loaded)
+    calls = []
+    got = remotecopy.local_copy("/nonexistent/p", bid, _fetcher(prog, calls), lambda path: False)
+    assert got.path is None and "differs from memory's" in got.source and calls
+    assert not [p for p in (tmp_path / "cache" / "remote").rglob("*") if p.is_file()]
+    got = remotecopy.local_copy("/nonexistent/p", bid, _fetcher(prog, calls),
+                                lambda path: remotecopy.sframe_as_loaded(path, loaded))
+    assert got.path is not None
+    for name in ("/x\nshell touch /tmp/owned", "relative/p"):
+        got = remotecopy.local_copy(name, bid, _fetcher(prog, calls))
+        assert got.path is None and "is not one to copy" in got.source

@@ -385,3 +385,35 @@ def test_gdbserver_library(builds, target, tmp_path, gdb):
     info = out.between("info", "end")
     assert "target:%s: remote file, copied to" % (noeh.parent / "libship.so") in info, info
     _same_registers(out, CALLEE_SAVED["x86_64"], 20)
+
+
+def test_memory_only_library_loaded_later(builds, target, tmp_path):
+    """No file for anything (no sysroot has the target's files), and the library with SFrame (cut
+    `strip -s` without `.eh_frame`) is loaded after GDB connects: the plugin, at the stop, sees the
+    dynamic linker's list changed and reads the library's SFrame from memory.  Stopped where
+    `sorter` (in the library) has returned from `qsort`, the frames down to `main` are DWARF's."""
+    work = builds["sid"] / "lib-linked"
+    ref, noeh = target.put(work / "ref" / "prog", "orig"), target.put(work / "noeh" / "prog", "noeh")
+    first = _gdb("gdb18", _stop(target.serve(ref), "ref", False), tmp_path, target)
+    frames = first.frames("ref")
+    k = max(i for i, f in enumerate(frames) if "qsort" in f.name)
+    where = frames[k + 1].pc          # (sorter, in the library: its return from qsort)
+    assert frames[k + 1].name == "sorter", frames
+
+    from sframekit.core.elf.image import ElfImage
+    entry = 0x555555554000 + ElfImage(str(work / "noeh" / "prog")).entry
+
+    def at(port, label, plugin, after=(), before=()):
+        # (the library is mapped at the program's entry point, not yet where GDB connects)
+        return (["set backtrace past-main on", *before] + (["source %s" % PLUGIN] if plugin else [])
+                + ["target remote 127.0.0.1:%d" % port, "break *%#x" % entry, "continue", "break *%#x" % where,
+                   "continue", "frames-dump %s" % label, *after, "kill", "delete"])
+    out = Out(_gdb("gdb18", at(target.serve(ref), "ref", False), tmp_path, target)
+              + _gdb("gdb18", at(target.serve(noeh), "memory", True, ["mark info", "info sframe", "mark end"],
+                                 ["set sysroot /nonexistent"]), tmp_path, target))
+    want, got = S.pcs(out.frames("ref")), S.pcs(out.frames("memory"))
+    n = [f.name for f in out.frames("ref")].index("main") + 1        # (down to main; sorter's callers are the program's)
+    assert n >= 16 and want[0] == where, S.hex_pcs(want)
+    assert got[:n] == want[:n], "from target memory\n%s\nDWARF\n%s" % (S.hex_pcs(got[:n]), S.hex_pcs(want[:n]))
+    info = out.between("info", "end")
+    assert "%s: target memory (PT_GNU_SFRAME" % (noeh.parent / "libship.so") in info, info

@@ -31,7 +31,6 @@ from .corelinks import (
     LINK_MAP,
     LINK_MAP_SIZE,
     MAX_DYNAMIC,
-    MAX_LINK_MAP,
     R_DEBUG_R_MAP,
 )
 from .corenotes import AT_ENTRY, AT_EXECFN, AT_PHDR, AT_PHNUM
@@ -42,7 +41,8 @@ _PHENT = 56                 # sizeof(Elf64_Phdr)
 _MAX_NAME = 4096            # bytes of a module's name read before it is taken as corrupt
 _MAX_NOTES = 1 << 16        # bytes of PT_NOTE segments read for a build ID
 _MAX_PHNUM = 4096
-_MAX_SFRAME = 1 << 30       # a larger PT_GNU_SFRAME is taken as corrupt
+_MAX_MODULES = 1024         # link_map entries walked (each costs reads of the target: a corrupt chain ends)
+_MAX_SFRAME = 64 << 20      # a larger PT_GNU_SFRAME is taken as corrupt (the largest real ones: a few MiB)
 
 ReadMemory = Callable[[int, int], bytes]      # (address, size) -> bytes; raises where unreadable
 
@@ -95,11 +95,35 @@ def modules(read: ReadMemory, auxv: Dict[int, int], order: str) -> Tuple[List[In
     return out, warnings
 
 
+def link_chain(read: ReadMemory, auxv: Dict[int, int], order: str) -> Tuple[Tuple[int, int], ...]:
+    """(load bias, name address) of each entry of the dynamic linker's list, read anew: a few
+    reads and one per module, against `modules()`' several per module.  What tells a debugger that
+    modules it has no file for came or went (no other event says so), or () where unreadable."""
+    try:
+        warnings: List[str] = []
+        exe = _executable(read, auxv, order, warnings, described=False)
+        r_debug = _r_debug(read, exe, order, warnings) if exe is not None else 0
+        if not r_debug:
+            return ()
+        (lm,) = struct.unpack(order + "Q", bytes(read(r_debug + R_DEBUG_R_MAP, 8)))
+        out: List[Tuple[int, int]] = []
+        visited: Set[int] = set()
+        while lm and lm not in visited and len(visited) < _MAX_MODULES:
+            visited.add(lm)
+            l_addr, l_name, _l_ld, lm = struct.unpack(order + LINK_MAP, bytes(read(lm, LINK_MAP_SIZE)))
+            out.append((l_addr, l_name))
+        return tuple(out)
+    except Exception:
+        return ()
+
+
 def _cstring(read: ReadMemory, addr: int) -> str:
     got = b""
     while len(got) < _MAX_NAME:
         at = addr + len(got)
-        chunk = bytes(read(at, 64 - at % 64))      # (never across a page end: the next page may be unmapped)
+        chunk = bytes(read(at, min(256, 4096 - at % 4096)))   # (never across a page end: the next may be unmapped)
+        if not chunk:
+            break
         end = chunk.find(b"\0")
         if end >= 0:
             return (got + chunk[:end]).decode("utf-8", "replace")
@@ -120,10 +144,13 @@ def _described(read, name, bias, phdrs, order, warnings, executable) -> InMemory
     sframe = None
     for p in phdrs:
         if p.type == PT_GNU_SFRAME:
-            if 0 < p.memsz <= _MAX_SFRAME:
+            loaded = any(q.type == PT_LOAD and q.vaddr <= p.vaddr and p.vaddr + p.memsz <= q.vaddr + q.filesz
+                         for q in phdrs)
+            if 0 < p.memsz <= _MAX_SFRAME and loaded:
                 sframe = (bias + p.vaddr, p.memsz)
             else:
-                warnings.append("%s: PT_GNU_SFRAME of %d bytes: not used" % (name, p.memsz))
+                warnings.append("%s: PT_GNU_SFRAME of %d bytes at %#x, %s: not used"
+                                % (name, p.memsz, p.vaddr, "not within a loaded segment" if not loaded else "too large"))
             break
     build_id = None
     for p in phdrs:
@@ -137,7 +164,7 @@ def _described(read, name, bias, phdrs, order, warnings, executable) -> InMemory
     return InMemory(name, bias, tuple(phdrs), sframe, build_id, executable)
 
 
-def _executable(read, auxv, order, warnings) -> Optional[InMemory]:
+def _executable(read, auxv, order, warnings, described=True) -> Optional[InMemory]:
     at, count, size = auxv.get(AT_PHDR), auxv.get(AT_PHNUM), auxv.get(AT_PHENT, _PHENT)
     if not at or not count or count > _MAX_PHNUM or not PHDR_SIZE <= size <= 4 * _PHENT:
         warnings.append("the auxiliary vector does not place the executable's program headers")
@@ -153,11 +180,13 @@ def _executable(read, auxv, order, warnings) -> Optional[InMemory]:
         bias = at - pt_phdr[0].vaddr
     else:       # (no PT_PHDR: the headers follow the ELF header, at the first load's start)
         first = [p for p in phdrs if p.type == PT_LOAD and p.offset == 0]
-        hdr = parse_elf_headers(lambda off, size: _or_none(read, at - EHDR_SIZE + off, size))
+        hdr = parse_elf_headers(lambda off, size: _or_none(read, at - EHDR_SIZE + off, min(size, _MAX_PHNUM * _PHENT)))
         if not first or hdr is None or hdr.phoff != EHDR_SIZE:
             warnings.append("%s: its load bias cannot be told (no PT_PHDR)" % name)
             return None
         bias = at - EHDR_SIZE - first[0].vaddr
+    if not described:
+        return InMemory(name, bias, tuple(phdrs), None, None, True)
     if auxv.get(AT_ENTRY) is None:
         warnings.append("%s: no AT_ENTRY" % name)
     return _described(read, name, bias, phdrs, order, warnings, True)
@@ -176,8 +205,9 @@ def _r_debug(read, exe: InMemory, order: str, warnings) -> int:
         return 0          # a static executable
     at = exe.bias + dyn[0].vaddr
     try:
-        for i in range(MAX_DYNAMIC):
-            tag, val = struct.unpack(order + DYN_ENTRY, bytes(read(at + i * DYN_ENTRY_SIZE, DYN_ENTRY_SIZE)))
+        table = bytes(read(at, min(dyn[0].memsz, MAX_DYNAMIC * DYN_ENTRY_SIZE)))     # (one read)
+        for i in range(len(table) // DYN_ENTRY_SIZE):
+            tag, val = struct.unpack_from(order + DYN_ENTRY, table, i * DYN_ENTRY_SIZE)
             if tag == DT_NULL:
                 break
             if tag == DT_DEBUG:
@@ -190,7 +220,7 @@ def _r_debug(read, exe: InMemory, order: str, warnings) -> int:
 def _libraries(read, r_debug, order, out, seen, warnings) -> None:
     (lm,) = struct.unpack(order + "Q", bytes(read(r_debug + R_DEBUG_R_MAP, 8)))
     visited: Set[int] = set()
-    while lm and lm not in visited and len(visited) < MAX_LINK_MAP:
+    while lm and lm not in visited and len(visited) < _MAX_MODULES:
         visited.add(lm)
         l_addr, l_name, _l_ld, lm = struct.unpack(order + LINK_MAP, bytes(read(lm, LINK_MAP_SIZE)))
         if l_addr in seen:       # the executable (first in the list), or one listed twice
@@ -204,7 +234,7 @@ def _libraries(read, r_debug, order, out, seen, warnings) -> None:
 
 def _library(read, name, bias, order, warnings) -> Optional[InMemory]:
     """A shared object whose ELF header is mapped at its load bias (its first load at 0)."""
-    hdr = parse_elf_headers(lambda off, size: _or_none(read, bias + off, min(size, _MAX_PHNUM * PHDR_SIZE)))
+    hdr = parse_elf_headers(lambda off, size: _or_none(read, bias + off, min(size, _MAX_PHNUM * _PHENT)))
     if hdr is None:
         warnings.append("%s: no ELF header at its load bias %#x" % (name, bias))
         return None

@@ -35,14 +35,18 @@ def copies_dir() -> str:
     return os.path.join(cache_root(), "remote")
 
 
-def local_copy(name: str, build_id: Optional[bytes], fetch: Callable[[str, str], None]) -> Copy:
+def local_copy(name: str, build_id: Optional[bytes], fetch: Callable[[str, str], None],
+               same: Callable[[str], bool] = lambda path: True) -> Copy:
     """A local file for the target's file `name` (its path on the target): the same path here
     when its build ID is `build_id`, else the cache's copy, else one made by fetch(name, dest)
-    (which raises on failure).  Never a file whose build ID differs from the one given."""
-    if build_id and os.path.isfile(name) and file_build_id(name) == build_id:
+    (which raises on failure).  Never a file whose build ID differs from the one given, nor one
+    `same(path)` refuses (the caller's check that it is the file loaded: its SFrame as in memory)."""
+    if not name.startswith("/") or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return Copy(None, "the target's file name %r is not one to copy" % name)
+    if build_id and os.path.isfile(name) and file_build_id(name) == build_id and same(name):
         return Copy(name, "local file (the target's build ID)")
     if not build_id:
-        return _fetched_for_now(name, fetch)
+        return _fetched_for_now(name, fetch, same)
     hexid = build_id.hex()
     try:
         base = private_dir(copies_dir(), _WHAT)      # (each level private: makedirs modes the leaf alone)
@@ -50,26 +54,33 @@ def local_copy(name: str, build_id: Optional[bytes], fetch: Callable[[str, str],
     except CacheError as exc:
         return Copy(None, str(exc))
     path = os.path.join(where, os.path.basename(name) or "file")
-    if os.path.isfile(path) and file_build_id(path) == build_id:
+    if os.path.isfile(path) and file_build_id(path) == build_id and same(path):
         return Copy(path, "remote file, copied to %s before" % path)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".copy-", dir=where)
+        os.close(fd)
         fetch(name, tmp)
         got = file_build_id(tmp)
         if got != build_id:
             return Copy(None, "the copy of %s has build ID %s, not %s" % (name, got.hex() if got else "none", hexid))
+        if not same(tmp):
+            return Copy(None, "the copy of %s is not the file loaded (its SFrame section differs from memory's)" % name)
+        os.chmod(tmp, 0o600)
         os.replace(tmp, path)
+        tmp = None
     except Exception as exc:       # (the debugger's error: the transfer failed)
         return Copy(None, "cannot copy %s from the target: %s" % (name, str(exc).strip() or type(exc).__name__))
     finally:
-        _unlink(tmp)
+        if tmp is not None:
+            _unlink(tmp)
     return Copy(path, "remote file, copied to %s" % path)
 
 
 _session_dir: Optional[str] = None
 
 
-def _fetched_for_now(name: str, fetch: Callable[[str, str], None]) -> Copy:
+def _fetched_for_now(name: str, fetch: Callable[[str, str], None], same: Callable[[str], bool]) -> Copy:
     global _session_dir
     try:
         if _session_dir is None:
@@ -82,10 +93,30 @@ def _fetched_for_now(name: str, fetch: Callable[[str, str], None]) -> Copy:
         return Copy(None, "cannot copy %s from the target: %s" % (name, exc))
     try:
         fetch(name, path)
+        if not same(path):
+            _unlink(path)
+            return Copy(None, "the copy of %s is not the file loaded (its SFrame section differs from memory's)"
+                        % name)
     except Exception as exc:
         _unlink(path)
         return Copy(None, "cannot copy %s from the target: %s" % (name, str(exc).strip() or type(exc).__name__))
     return Copy(path, "remote file without a build ID, copied to %s for this session" % path)
+
+
+def sframe_as_loaded(path: str, loaded: bytes) -> bool:
+    """Does the ELF file at `path` hold the SFrame section `loaded` (read from the target's
+    memory) in its PT_GNU_SFRAME segment?  What says a copy is the file the target runs."""
+    from ..elf.image import PT_GNU_SFRAME, parse_elf_headers
+    try:
+        with open(path, "rb") as fh:
+            def read(offset: int, size: int) -> bytes:
+                fh.seek(offset)
+                return fh.read(size)
+            hdr = parse_elf_headers(read)
+            seg = next((p for p in hdr.phdrs if p.type == PT_GNU_SFRAME), None) if hdr is not None else None
+            return seg is not None and 0 < len(loaded) <= seg.filesz and read(seg.offset, len(loaded)) == loaded
+    except OSError:
+        return False
 
 
 def _unlink(path: str) -> None:
