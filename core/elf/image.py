@@ -107,6 +107,23 @@ def parse_elf_headers(read) -> Optional[ElfHeaders]:
     return ElfHeaders(order, entry, phoff, unpack_phdrs(table, order, phnum, phentsize), phoff + phentsize * phnum)
 
 
+def file_segments(path: str, ptype: int, limit: int) -> Optional[Tuple[str, List[bytes]]]:
+    """(byte order, [contents]) of the segments of type `ptype` of the ELF file at `path`, each
+    read whole if at most `limit` bytes, else its first `limit` bytes; None where the file is no
+    64-bit ELF or cannot be read.  Program headers only: no section headers, no pyelftools."""
+    try:
+        with open(path, "rb") as fh:
+            def read(offset: int, size: int) -> bytes:
+                fh.seek(offset)
+                return fh.read(size)
+            hdr = parse_elf_headers(read)
+            if hdr is None:
+                return None
+            return hdr.order, [read(p.offset, min(p.filesz, limit)) for p in hdr.phdrs if p.type == ptype]
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class SFrameData:
     """An SFrame section's bytes and where it lives."""

@@ -59,22 +59,18 @@ def build_id_of(elf, sections, where: str, allocated: bool = False) -> Optional[
 
 
 def file_build_id(path: str) -> Optional[bytes]:
-    """The build ID of an ELF file from its PT_NOTE segments (read through its program headers:
-    no section headers, no pyelftools), or None where it has none or cannot be read."""
-    from .image import PT_NOTE, parse_elf_headers
+    """The build ID of an ELF file from its PT_NOTE segments, or None where it has none or
+    cannot be read."""
+    from .image import PT_NOTE, file_segments
+    got = file_segments(path, PT_NOTE, 1 << 16)
+    if got is None:
+        return None
+    order, notes = got
     try:
-        with open(path, "rb") as fh:
-            def read(offset: int, size: int) -> bytes:
-                fh.seek(offset)
-                return fh.read(size)
-            hdr = parse_elf_headers(read)
-            if hdr is None:
-                return None
-            for p in hdr.phdrs:
-                if p.type == PT_NOTE and 0 < p.filesz <= 1 << 16:
-                    found = build_id_in(read(p.offset, p.filesz), hdr.order, path)
-                    if found is not None:
-                        return found
-    except (OSError, ElfError):
+        for data in notes:
+            found = build_id_in(data, order, path)
+            if found is not None:
+                return found
+    except ElfError:
         return None
     return None

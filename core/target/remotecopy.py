@@ -106,17 +106,9 @@ def _fetched_for_now(name: str, fetch: Callable[[str, str], None], same: Callabl
 def sframe_as_loaded(path: str, loaded: bytes) -> bool:
     """Does the ELF file at `path` hold the SFrame section `loaded` (read from the target's
     memory) in its PT_GNU_SFRAME segment?  What says a copy is the file the target runs."""
-    from ..elf.image import PT_GNU_SFRAME, parse_elf_headers
-    try:
-        with open(path, "rb") as fh:
-            def read(offset: int, size: int) -> bytes:
-                fh.seek(offset)
-                return fh.read(size)
-            hdr = parse_elf_headers(read)
-            seg = next((p for p in hdr.phdrs if p.type == PT_GNU_SFRAME), None) if hdr is not None else None
-            return seg is not None and 0 < len(loaded) <= seg.filesz and read(seg.offset, len(loaded)) == loaded
-    except OSError:
-        return False
+    from ..elf.image import PT_GNU_SFRAME, file_segments
+    got = file_segments(path, PT_GNU_SFRAME, len(loaded))
+    return bool(loaded) and got is not None and loaded in got[1]
 
 
 def _unlink(path: str) -> None:
