@@ -30,25 +30,6 @@ CALLEE_SAVED = {"x86_64": ("rbx", "rbp", "r12", "r13", "r14", "r15"),
                 "aarch64": tuple("x%d" % n for n in range(19, 30)),
                 "s390x": tuple("r%d" % n for n in range(6, 14))}
 
-# Each frame's callee-saved registers as GDB gives them ("-" where it has no value).
-REGS = """python
-f = gdb.newest_frame()
-while f is not None:
-    vals = []
-    for r in NAMES:
-        try:
-            v = f.read_register(r)
-            vals.append("-" if v.is_optimized_out else "%#x" % (int(v) & 0xffffffffffffffff))
-        except (gdb.error, ValueError):
-            vals.append("-")
-    print("REGS %s %d %s" % (LABEL, f.level(), " ".join(vals)))
-    try:
-        f = f.older()
-    except gdb.error:
-        f = None
-end"""
-
-
 @pytest.fixture(scope="module")
 def builds(roots, tmp_path_factory):
     """{toolchain: work directory} with the `strip -s` shape built (ref/prog keeps .eh_frame)."""
@@ -124,26 +105,22 @@ def _stop(port, label, plugin, after=(), before=(), arch="x86_64"):
     if plugin:
         lines.append("source %s" % PLUGIN)
     return lines + ["target remote 127.0.0.1:%d" % port, "break getppid", "continue", "frames-dump %s" % label,
-                    S.TAILCALLS.replace("LABEL", repr(label)),
-                    REGS.replace("LABEL", repr(label)).replace("NAMES", repr(CALLEE_SAVED[arch])), *after, "kill",
-                    "delete"]
+                    S.TAILCALLS.replace("LABEL", repr(label)), "regs-dump %s %s" % (label, " ".join(CALLEE_SAVED[arch])),
+                    *after, "kill", "delete"]
 
 
 def _same_registers(out, names, least):
     """The callee-saved registers of each frame with the plugin: DWARF's value or none, never
     another; at least `least` values in outer frames."""
-    ref_regs, plugin_regs = _regs(out, "ref"), _regs(out, "plugin")
-    assert set(ref_regs) == set(plugin_regs), (ref_regs, plugin_regs)
+    ref_regs, plugin_regs = out.regs("ref"), out.regs("plugin")
+    assert set(ref_regs) == set(plugin_regs) and ref_regs, (ref_regs, plugin_regs)
     known = 0
     for level in sorted(ref_regs):
-        for name, w, g in zip(names, ref_regs[level], plugin_regs[level]):
+        for name in names:
+            w, g = ref_regs[level][name], plugin_regs[level][name]
             assert g in ("-", w), "frame #%d %s: %s with the plugin, %s by DWARF" % (level, name, g, w)
             known += g != "-" and level > 0
     assert known >= least, out[-3000:]
-
-
-def _regs(out, label):
-    return {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^REGS %s (\d+) (.*)$" % re.escape(label), out, re.M)}
 
 
 @pytest.mark.parametrize("gdb,toolchain", CASES, ids=["%s-%s" % c for c in CASES])

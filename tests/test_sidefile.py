@@ -193,15 +193,6 @@ def _gdb_session(exe, orig, fixture, regs, debug, qemu=None, sysroot=None):
     return lines + ["kill"]
 
 
-def _regs(out, label):
-    got = {}
-    for line in out.splitlines():
-        if line.startswith("REGS %s " % label):
-            level, *pairs = line.split()[2:]
-            got[int(level)] = dict(p.split("=", 1) for p in pairs)
-    return got
-
-
 def _exe_bias(out, image, frames):
     """The program's load bias, from `main`'s frame: its PC less the symbol's link-time address."""
     for f in frames:
@@ -274,7 +265,7 @@ def test_gdb_unwinds_with_the_side_file(corpus, tmp_path, gdb, toolchain):
         assert [(f.pc, placed(f.cfa, "side") if k < cfas else None) for k, f in enumerate(got[:covered])] == \
             [(f.pc, placed(f.cfa, "dwarf") if k < cfas else None) for k, f in enumerate(ref[:covered])], \
             "%s: frames with the side file\n%s\nDWARF of the unstripped program\n%s" % (fixture, got, ref)
-        want, have = _regs(out, "dwarf"), _regs(out, "side")
+        want, have = out.regs("dwarf"), out.regs("side")
         for level in range(1, cfas):
             for name in regs:
                 w, h = want[level].get(name, "-"), have[level].get(name, "-")

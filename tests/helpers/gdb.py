@@ -75,6 +75,15 @@ class Out(str):
             "no frames-dump %s in the output:\n%s" % (label, self[-6000:])
         return out
 
+    def regs(self, label):
+        """{level: {register: value}} of a `regs-dump LABEL` (value "-" where GDB has none)."""
+        got = {}
+        for line in self.splitlines():
+            if line.startswith("REGS %s " % label):
+                level, *pairs = line.split()[2:]
+                got[int(level)] = dict(p.split("=", 1) for p in pairs)
+        return got
+
     def end(self, label):
         for line in self.splitlines():
             if line.startswith("ENDFRAMES %s " % label):
