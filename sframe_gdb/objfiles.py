@@ -62,6 +62,15 @@ def local_path(objfile):
     return name if os.path.isfile(name) else None
 
 
+class _Walk(NamedTuple):
+    """What core.target.inmemory found in the inferior's memory at one refresh, and how it read it."""
+    generation: int
+    read: object
+    auxv: dict
+    order: str
+    found: list
+
+
 class Tracker:
     """The objfiles of each program space, and the ModuleSets built from them.
 
@@ -81,6 +90,7 @@ class Tracker:
         self._current = None       # ModuleSet of _current_ps if anything in it has SFrame
         self._in_memory = {}       # gdb.Progspace -> {key: module} of modules found in a remote target's memory
         self._chains = {}          # gdb.Progspace -> the link_map chain (inmemory.link_chain) when they were found
+        self._walk = None          # _Walk: the target's memory walked at the current generation
         self.generation = 0        # counts refreshes: what was learnt from the indexes before may be stale
 
     # -- objfiles -------------------------------------------------------------------------
@@ -202,12 +212,25 @@ class Tracker:
 
     def _in_memory_twin(self, runtime):
         """The module found in the target's memory whose SFrame is at `runtime`, or None."""
-        from ..core.target import inmemory
-        inferior = gdb.selected_inferior()
-        if runtime is None or not inferior.pid:
+        walk = self._memory_walk()
+        if runtime is None or walk is None:
             return None
-        found, _ = inmemory.modules(inferior.read_memory, _auxv(), ">" if _big_endian() else "<")
-        return next((m for m in found if m.sframe is not None and m.sframe[0] == runtime), None)
+        return next((m for m in walk.found if m.sframe is not None and m.sframe[0] == runtime), None)
+
+    def _memory_walk(self):
+        """The live inferior's modules as its memory shows them (core.target.inmemory), walked once
+        per refresh (`generation`) however many modules ask; None without a process."""
+        inferior = gdb.selected_inferior()
+        if not inferior.pid:
+            return None
+        if self._walk is None or self._walk.generation != self.generation:
+            from ..core.target import inmemory
+            read, auxv, order = inferior.read_memory, _auxv(), ">" if _big_endian() else "<"
+            found, warnings = inmemory.modules(read, auxv, order)
+            for w in warnings:
+                self.log("target memory: %s" % w)
+            self._walk = _Walk(self.generation, read, auxv, order, found)
+        return self._walk
 
     @staticmethod
     def _read_relocatable(module, runtime):
@@ -259,18 +282,15 @@ class Tracker:
         the auxiliary vector and the dynamic linker's list (core.target.inmemory)."""
         from ..core.target import inmemory
         old = self._in_memory.pop(ps, {})
-        inferior = gdb.selected_inferior()
-        if not _remote(inferior) or not inferior.pid:
+        walk = self._memory_walk() if _remote(gdb.selected_inferior()) else None
+        if walk is None:
             for key in old:
                 ms.remove(key)
             return
-        read = inferior.read_memory
-        found, warnings = inmemory.modules(read, _auxv(), ">" if _big_endian() else "<")
-        for w in warnings:
-            self.log("target memory: %s" % w)
+        read = walk.read
         have = {m.extra.get("runtime") for m in ms if m.key not in old}     # (objfiles' .sframe)
         now = {}
-        for mod in found:
+        for mod in walk.found:
             if mod.sframe is None or mod.sframe[0] in have:
                 continue
             key = ("memory", mod.sframe, mod.name, mod.build_id)     # (another library in the same place: anew)
@@ -287,7 +307,7 @@ class Tracker:
         for key in old:
             ms.remove(key)
         self._in_memory[ps] = now
-        self._chains[ps] = inmemory.link_chain(read, _auxv(), ">" if _big_endian() else "<") if now else None
+        self._chains[ps] = inmemory.link_chain(read, walk.auxv, walk.order) if now else None
         ms.with_sframe()
 
     def check_memory(self, *_):
