@@ -48,7 +48,7 @@ _EHDR_ENTRY_PHOFF = ("QQ", 24)         # e_entry, e_phoff
 _EHDR_PHENTSIZE_PHNUM = ("HH", 54)     # e_phentsize, e_phnum
 PHDR_FORMAT = "IIQQQQQ"                # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
 PHDR_SIZE = struct.calcsize("<" + PHDR_FORMAT)
-_MAX_PHNUM = 4096
+MAX_PHNUM = 4096
 
 
 class ProgramHeader(NamedTuple):
@@ -99,7 +99,7 @@ def parse_elf_headers(read) -> Optional[ElfHeaders]:
     order = "<" if ehdr[5] == 1 else ">"
     entry, phoff = struct.unpack_from(order + _EHDR_ENTRY_PHOFF[0], ehdr, _EHDR_ENTRY_PHOFF[1])
     phentsize, phnum = struct.unpack_from(order + _EHDR_PHENTSIZE_PHNUM[0], ehdr, _EHDR_PHENTSIZE_PHNUM[1])
-    if phentsize < PHDR_SIZE or phnum > _MAX_PHNUM:
+    if phentsize < PHDR_SIZE or phnum > MAX_PHNUM:
         return None
     table = read(phoff, phentsize * phnum)
     if table is None or len(table) < phentsize * phnum:

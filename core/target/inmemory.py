@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ..elf.image import (
     EHDR_SIZE,
+    MAX_PHNUM,
     PHDR_SIZE,
     PT_DYNAMIC,
     PT_GNU_SFRAME,
@@ -40,7 +41,6 @@ AT_BASE = 7                 # the dynamic linker's load address (its ELF header)
 _PHENT = 56                 # sizeof(Elf64_Phdr)
 _MAX_NAME = 4096            # bytes of a module's name read before it is taken as corrupt
 _MAX_NOTES = 1 << 16        # bytes of PT_NOTE segments read for a build ID
-_MAX_PHNUM = 4096
 _MAX_MODULES = 1024         # link_map entries walked (each costs reads of the target: a corrupt chain ends)
 _MAX_SFRAME = 64 << 20      # a larger PT_GNU_SFRAME is taken as corrupt (the largest real ones: a few MiB)
 
@@ -166,7 +166,7 @@ def _described(read, name, bias, phdrs, order, warnings, executable) -> InMemory
 
 def _executable(read, auxv, order, warnings, described=True) -> Optional[InMemory]:
     at, count, size = auxv.get(AT_PHDR), auxv.get(AT_PHNUM), auxv.get(AT_PHENT, _PHENT)
-    if not at or not count or count > _MAX_PHNUM or not PHDR_SIZE <= size <= 4 * _PHENT:
+    if not at or not count or count > MAX_PHNUM or not PHDR_SIZE <= size <= 4 * _PHENT:
         warnings.append("the auxiliary vector does not place the executable's program headers")
         return None
     name = _cstring_or(read, auxv.get(AT_EXECFN, 0), "the executable")
@@ -180,7 +180,7 @@ def _executable(read, auxv, order, warnings, described=True) -> Optional[InMemor
         bias = at - pt_phdr[0].vaddr
     else:       # (no PT_PHDR: the headers follow the ELF header, at the first load's start)
         first = [p for p in phdrs if p.type == PT_LOAD and p.offset == 0]
-        hdr = parse_elf_headers(lambda off, size: _or_none(read, at - EHDR_SIZE + off, min(size, _MAX_PHNUM * _PHENT)))
+        hdr = parse_elf_headers(lambda off, size: _or_none(read, at - EHDR_SIZE + off, min(size, MAX_PHNUM * _PHENT)))
         if not first or hdr is None or hdr.phoff != EHDR_SIZE:
             warnings.append("%s: its load bias cannot be told (no PT_PHDR)" % name)
             return None
@@ -234,7 +234,7 @@ def _libraries(read, r_debug, order, out, seen, warnings) -> None:
 
 def _library(read, name, bias, order, warnings) -> Optional[InMemory]:
     """A shared object whose ELF header is mapped at its load bias (its first load at 0)."""
-    hdr = parse_elf_headers(lambda off, size: _or_none(read, bias + off, min(size, _MAX_PHNUM * _PHENT)))
+    hdr = parse_elf_headers(lambda off, size: _or_none(read, bias + off, min(size, MAX_PHNUM * _PHENT)))
     if hdr is None:
         warnings.append("%s: no ELF header at its load bias %#x" % (name, bias))
         return None
