@@ -92,10 +92,20 @@ def abi_of(target):
 
 
 def register_value(frame, names):
+    """The bits of the first of `names` the frame has, as an unsigned integer: its bytes, as a
+    floating-point register's value converted to an integer would lose them (AArch64's d8 holding
+    6.75 gives 6, s390x's f8 the same)."""
     for name in names:
         v = frame.FindRegister(name)
         if v is not None and v.IsValid():
             err = lldb.SBError()
+            data = v.GetData()
+            size = data.GetByteSize() if data is not None and data.IsValid() else 0
+            if 0 < size <= 8:
+                raw = data.ReadRawData(err, 0, size)
+                if err.Success() and raw is not None and len(raw) == size:
+                    return int.from_bytes(raw, "big" if data.GetByteOrder() == lldb.eByteOrderBig else "little")
+                err = lldb.SBError()
             x = v.GetValueAsUnsigned(err, 0)
             if err.Success():
                 return x

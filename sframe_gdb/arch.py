@@ -24,6 +24,15 @@ _GDB_ARCHES = {
     "s390:64-bit": ((abimod.S390X,), "pswa", "r15", "r11", "r14", ("pc",)),
 }
 
+# The other GDB registers of a register the ABI preserves only in part (ABIInfo.partial), by its
+# DWARF number: (the first such number, the names of its low parts, the names of the whole
+# register).  GDB asks a Python unwinder for each by its own number (pseudo registers are not
+# computed from the raw one), and reads a variable in AArch64's v8 (DWARF 72) from the raw register
+# its DWARF reader maps to: v8, or z8 where the target has SVE.
+_PARTIAL_VIEWS = {
+    "aarch64": (64, ("s%d",), ("v%d", "q%d", "z%d")),
+}
+
 
 @dataclass
 class Arch:
@@ -46,6 +55,7 @@ class Arch:
     shapes: dict = field(default_factory=dict)    # which registers a caller has -> (ids, head, own types or None)
     pc_id: object = None                          # what read_register reads the PC by (see read_pc_by)
     sp_id: object = None                          # and the SP (set by prepare)
+    partial: dict = field(default_factory=dict)   # DWARF regnum -> (low views, whole views): see with_views
 
     @property
     def pc_names(self):
@@ -96,8 +106,67 @@ class Arch:
         self.sp_id = self.ids[self.sp][0]
         self.read_pc_by(pf)
         self.regids = {r: self.ids[n] for r, n in regnames.items() if n is not None}
+        self.partial = self._partial_views(pf, abi, descs)
         self.regids_for = abi
         self.shapes = {}
+
+    def _partial_views(self, pf, abi, descs):
+        """{DWARF regnum: (low views, whole views)} for the registers the ABI preserves in part,
+        each view (its id for add_saved_register, its gdb.Type), those GDB has on this target."""
+        spec = _PARTIAL_VIEWS.get(self.gdb_name)
+        if spec is None or not abi.partial:
+            return {}
+        first, lows, wholes = spec
+        out = {}
+        for r in sorted(abi.partial):
+            views = []
+            for names in (lows, wholes):
+                got = []
+                for pattern in names:
+                    name = pattern % (r - first)
+                    if name not in descs:
+                        continue
+                    try:
+                        got.append((descs[name], pf.read_register(name).type))
+                    except (gdb.error, ValueError):
+                        continue
+                views.append(tuple(got))
+            out[r] = tuple(views)
+        return out
+
+    def with_views(self, pf, res, ids, vals, below):
+        """`ids` and `vals` (the registers saved for the caller `res`) with the other GDB registers
+        of each register of `res` the ABI preserves in part, and the whole views' values for the
+        next caller: {id: gdb.Value}.  Low parts (s8) are bits of the value recovered (d8).  The
+        whole register (v8, q8, z8) is the frame below's where the value was carried over from it
+        (`below`, or read from `pf`, the pending frame, when it is that frame); else what the
+        callee's restore leaves in it: the value recovered, zero-extended, as a load of d8 leaves
+        v8 (and z8).  Where the frame below's is not known, the whole views are not given."""
+        regs, carried, order = res.regs, res.carried, self.order
+        more_ids, more_vals, now = [], [], {}
+        for r, (lows, wholes) in self.partial.items():
+            n = regs.get(r)
+            if n is None:
+                continue
+            for ident, typ in lows:
+                more_ids.append(ident)
+                more_vals.append(gdb.Value((n & ((1 << 8 * typ.sizeof) - 1)).to_bytes(typ.sizeof, order), typ))
+            for ident, typ in wholes:
+                if r in carried:
+                    v = below.get(ident) if below is not None else None
+                    if v is None and pf is not None:
+                        try:
+                            v = pf.read_register(ident)
+                        except (gdb.error, ValueError):
+                            v = None
+                    if v is None:
+                        continue
+                else:
+                    v = gdb.Value((n & MASK64).to_bytes(typ.sizeof, order), typ)
+                now[ident] = v
+                more_ids.append(ident)
+                more_vals.append(v)
+        return ids + tuple(more_ids), vals + tuple(more_vals), now
 
     def shape(self, frame):
         """(register ids, head, own types or None) of what GDB is given for a caller the core
@@ -191,6 +260,8 @@ def reg_int(value, big_endian):
     if t.code == gdb.TYPE_CODE_FLT and t.sizeof == 8:
         import array
         return int.from_bytes(array.array("d", [float(value)]).tobytes(), sys.byteorder)
+    if t.code == gdb.TYPE_CODE_UNION and t.sizeof == 8:
+        return int(value["u"]) & MASK64            # GDB 13: AArch64's d8 {f, u, s}
     return int(value) & MASK64
 
 

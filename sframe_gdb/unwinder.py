@@ -713,6 +713,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
         shapes, shape_of, saved, vget = arch.shapes, arch.shape, arch.saved, arch.values.__getitem__
         value, word, size, order = gdb.Value, arch.word, arch.word.sizeof, arch.order
         new, answer = _new_answer, Answer
+        partial, below = arch.partial, None
         for k, res in enumerate(got, level):
             if isinstance(res, Stop) or res.method is signal:
                 ahead[k] = res            # (the last of `got`): _chained answers for it
@@ -728,6 +729,8 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
             else:
                 ids, vals = saved(res)
                 vcfa = vget(cfa)
+            if partial:               # AArch64's v8-v15: their other GDB registers (Arch.with_views)
+                ids, vals, below = arch.with_views(pf if k == level else None, res, ids, vals, below)
             match = res.match
             ready[k] = new(answer, (vcfa, vget(pc if match is None else match.fde.start), res, pc, ids, vals,
                                     arch, abi))

@@ -48,6 +48,10 @@ class ABIInfo:
     sigframe_symbols: dict[str, S.Layout] = field(default_factory=dict, repr=False)
     relocations: dict[int, RelocKind] = field(default_factory=dict, repr=False)  # r_type -> kind (core.elf.reloc)
     relative_reloc: int = -1             # the dynamic R_*_RELATIVE type: a word the loader sets to base + addend
+    # Callee-saved registers of which a callee preserves only the low `ptr_size` bytes, which are
+    # what the unwinder recovers (AArch64: v8-v15, whose d8-d15 are preserved; a restore of d8
+    # zeroes the rest of v8).
+    partial: frozenset = frozenset()
 
     def regname(self, n: int | None) -> str:
         return self.regnames.get(n, "r%s" % n) if n is not None else "r%s" % n
@@ -81,13 +85,17 @@ AMD64 = ABIInfo(
 
 _A64_NAMES = {i: "x%d" % i for i in range(31)}
 _A64_NAMES[31] = "sp"
+# DWARF 64-95 are v0-v31; what a callee preserves of v8-v15, and what the analysis follows, is
+# their low 64 bits: d8-d15, the names they are shown by.
+_A64_NAMES.update({64 + i: "d%d" % i for i in range(32)})
 
 
 def _aarch64(name: str, title: str, sframe_abi: F.ABI, big_endian: bool) -> ABIInfo:
     """AArch64 in either byte order: everything else is the same."""
     return ABIInfo(name, title, sframe_abi, big_endian, sp=31, fp=29, ra=30, regnames=_A64_NAMES,
                    pointer_auth=True, elf_machine="EM_AARCH64", aliases={29: ("fp",), 30: ("lr",)},
-                   callee_saved=tuple(range(19, 29)), sigframes=(S.AARCH64_RT,),
+                   callee_saved=tuple(range(19, 29)) + tuple(range(72, 80)), partial=frozenset(range(72, 80)),
+                   sigframes=(S.AARCH64_RT,),
                    sigframe_symbols={"__kernel_rt_sigreturn": S.AARCH64_RT, "__restore_rt": S.AARCH64_RT},
                    relative_reloc=1027,
                    relocations={257: RelocKind("R_AARCH64_ABS64", 8), 258: RelocKind("R_AARCH64_ABS32", 4),

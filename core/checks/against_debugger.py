@@ -7,7 +7,7 @@ that another unwinder handled in both walks are compared only for their PC (they
 """
 
 from dataclasses import dataclass, field
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -96,15 +96,25 @@ class RegisterCounts:
     equal: int = 0
     missing: int = 0            # the reference knows the value, SFrame does not
     different: List[Disagreement] = field(default_factory=list)
+    by_register: Dict[str, List[int]] = field(default_factory=dict)   # name -> [equal, compared]
 
     def add(self, other: "RegisterCounts") -> None:
         self.equal += other.equal
         self.missing += other.missing
         self.different += other.different
+        for name, (equal, compared) in other.by_register.items():
+            mine = self.by_register.setdefault(name, [0, 0])
+            mine[0] += equal
+            mine[1] += compared
 
     def line(self) -> str:
         return "sframe verify: callee-saved registers: %d equal, %d not recovered, %d different" % (
             self.equal, self.missing, len(self.different))
+
+    def register_line(self) -> str:
+        """Equal of compared (those the reference knows), per register, in the order first met."""
+        return "sframe verify: per register: " + (", ".join(
+            "%s %d/%d" % (name, equal, compared) for name, (equal, compared) in self.by_register.items()) or "none")
 
 
 def compare_registers(ours: Sequence[FrameFact], reference: Sequence[FrameFact], regname: Callable[[int], str],
@@ -122,10 +132,13 @@ def compare_registers(ours: Sequence[FrameFact], reference: Sequence[FrameFact],
             if want is None:
                 continue
             got = o.regs.get(reg)
+            tally = counts.by_register.setdefault(regname(reg), [0, 0])
+            tally[1] += 1
             if got is None:
                 counts.missing += 1
             elif got == want:
                 counts.equal += 1
+                tally[0] += 1
             else:
                 counts.different.append(Disagreement(o.level, regname(reg), got, want, o.name, stop))
     return counts

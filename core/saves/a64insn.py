@@ -47,20 +47,40 @@ def _other_sp_writeback(word):
             or word & 0xFF200C00 == 0xF8200C00)                        # LDRAA/LDRAB with writeback
 
 
+V = 64          # DWARF number of v0: v8-v15 (72-79) hold the callee-saved d8-d15
+
+
+def _vectors(first, count=4):
+    """DWARF numbers of `count` vector registers from `first` on, wrapping at v31 (a structure load's
+    list; over-approximated to four where the count is not decoded)."""
+    return tuple(V + (first + k) % 32 for k in range(count))
+
+
 def _writes(word):
-    """The general registers (0-30) an instruction may write besides the loads Op.loads places."""
+    """The registers an instruction may write besides the loads Op.loads places: general registers
+    (0-30) and vector registers (DWARF 64-95, v0-v31: any write of a SIMD&FP, SVE or SME register
+    changes the d register it holds)."""
     rd = word & 31
     op0 = (word >> 25) & 0xF
     out: Tuple[int, ...] = ()
-    if op0 in (0b1000, 0b1001, 0b0101, 0b1101, 0b0010, 0b0000):
-        out = (rd,)                                 # data processing (immediate, register); SVE, SME
-    elif op0 in (0b0111, 0b1111):                   # SIMD and floating point: a general register only from
+    if op0 in (0b1000, 0b1001, 0b0101, 0b1101):
+        out = (rd,)                                 # data processing (immediate, register)
+    elif op0 in (0b0010, 0b0000):                   # SVE, SME: a general, vector (Z) or predicate register
+        out = (rd,) + _vectors(rd)
+    elif op0 in (0b0111, 0b1111):                   # SIMD and floating point: a vector register, except
         if word & 0x5F20FC00 == 0x1E200000 and (word >> 16) & 7 not in (2, 3, 7) \
                 or word & 0x9FE08400 == 0x0E000400 and (word >> 11) & 0xF in (5, 7):
             out = (rd,)                             # conversions to an integer, FMOV to general, SMOV/UMOV
             #                                         (not SCVTF, UCVTF, FMOV from general: opcodes 2, 3, 7)
+        elif word & 0xFF20FC00 != 0x1E202000 and word & 0xFF200C00 != 0x1E200400:
+            out = (V + rd,)                         # (FCMP, FCMPE, FCCMP, FCCMPE write the flags only)
     elif op0 & 0b0101 == 0b0100:                    # loads and stores
-        if word & 0x3F000000 == 0x08000000:
+        if word & 0x3F000000 == 0x1C000000:
+            out = (V + rd,)                         # LDR (literal) of a SIMD&FP register
+        elif (word >> 26) & 1 and ((word >> 27) & 7 not in (0b101, 0b111) or (word >> 25) & 1):
+            out = _vectors(rd)                      # of SIMD&FP registers, other than the pair and single
+            #                                         forms (Op.loads): structures, LDAPUR, ...
+        elif word & 0x3F000000 == 0x08000000:
             out = (rd, (word >> 16) & 31, (word >> 10) & 31)   # exclusives and CAS: Rt, Rs, Rt2
         elif word & 0x3B000000 == 0x18000000 and not (word >> 26) & 1:
             out = (rd,)                             # LDR (literal)
@@ -70,6 +90,8 @@ def _writes(word):
             out = (rd,)                             # LDRAA/LDRAB
     elif op0 in (0b1010, 0b1011) and word & 0xFFF00000 in (0xD5300000, 0xD5280000):
         out = (rd,)                                 # MRS, SYSL
+    elif word & 0xFFFFF0FF == 0xD503407F or word & 0xFFFFFFE0 == 0xD51B4240:
+        out = _vectors(0, 32)                       # SMSTART/SMSTOP, MSR SVCR: the Z registers are zeroed
     return tuple(r for r in out if r != 31)
 
 

@@ -61,6 +61,7 @@ class _Plan(NamedTuple):
     carry: Optional[Callable]   # the values of `unchanged` from a frame's regs (KeyError if one is unknown)
     covered: frozenset          # `unchanged` and the registers of `at_cfa`: a frame's regs with just
                                 # these keys are copied whole, and the saved ones overwritten
+    carried: frozenset          # those of `unchanged` the ABI preserves only in part (Frame.carried)
 
 
 _AT = (RuleKind.AT_CFA, RuleKind.FIXED)
@@ -186,7 +187,8 @@ class Ahead:
                 carry = get if len(unchanged) > 1 else (lambda regs: (get(regs),))
             return _Plan(match, cfa.reg == abi.fp and abi.fp != abi.sp, cfa.offset, ra.offset, fp_offset,
                          bool(rules.ra_mangled and abi.pointer_auth), at_cfa, based, unchanged, carry,
-                         frozenset(unchanged) | frozenset(reg for reg, _offset in at_cfa))
+                         frozenset(unchanged) | frozenset(reg for reg, _offset in at_cfa),
+                         frozenset(unchanged) & abi.partial)
         except Exception:             # malformed or unexpected: step says what it is
             return None
 
@@ -238,7 +240,8 @@ class Ahead:
             plan = plans[pc] if pc in plans else plan_for(pc)
             nxt: Optional[Frame] = None
             while plan is not None and not frame.interrupted:   # one pass; `break` leaves it to step
-                match, fp_based, cfa_offset, ra_offset, fp_offset, strip, at_cfa, based, unchanged, carry, covered = plan
+                (match, fp_based, cfa_offset, ra_offset, fp_offset, strip, at_cfa, based, unchanged, carry, covered,
+                 carried) = plan
                 sp, fp = frame.sp, frame.fp
                 if fp_based:
                     if fp is None or fp < sp:
@@ -288,7 +291,8 @@ class Ahead:
                     self._read_based(frame, based, regs)
                     data, lo, top = stack.block()
                 nxt = Frame(strip_pac(raw, pac_mask) if strip else raw, (cfa + sp_val) & mask, fp,
-                            raw if ra_reg else None, regs, cfa, sframe, strip, False, frame.level + 1, match)
+                            raw if ra_reg else None, regs, cfa, sframe, strip, False, frame.level + 1, match,
+                            carried)
                 break
             if nxt is None:
                 got = step(frame, abi=abi, read=stack.fetch, find=self._find, topmost=False,

@@ -143,6 +143,10 @@ class Frame:
     interrupted: bool = False
     level: int = 0
     match: Optional["Match"] = field(default=None, hash=False, compare=False, repr=False)  # index Match used
+    # Those of `regs` the ABI preserves only in part (ABIInfo.partial: AArch64's v8-v15, of which
+    # d8-d15) that were carried over from the frame below, not read from a save slot: the rest of
+    # such a register is the frame below's too; restored from a slot, it is what the restore leaves.
+    carried: frozenset = field(default=frozenset(), hash=False, compare=False, repr=False)
 
     def reg(self, abi: abimod.ABIInfo, regnum: int) -> Optional[int]:
         """Value of DWARF register `regnum` in this frame, or None if unknown."""
@@ -320,12 +324,13 @@ def _recover_saved(ctx, index, match, cfa, symbolize):
     try:
         todo = saves.plan(abi, index, match, ctx.fetch, symbolize)
     except Exception:        # the analysis must never cost the frame itself
-        return out
+        return out, frozenset()
     regs = frame.regs
     for reg in todo.unchanged:
         value = regs.get(reg)
         if value is not None:
             out[reg] = value
+    carried = abi.partial.intersection(out) if abi.partial else frozenset()
     for reg, holder in todo.moved:
         value = regs.get(holder)     # (known in a frame whose registers are all known: the innermost)
         if value is not None:
@@ -345,7 +350,7 @@ def _recover_saved(ctx, index, match, cfa, symbolize):
             data = block[addr - lo:addr - lo + size] if block is not None else ctx.fetch(addr, size)
             if data is not None:
                 out[reg] = int.from_bytes(data, order)
-    return out
+    return out, carried
 
 
 def _sframe_step(ctx, match, prev_cfa, pac_mask, index=None, callee_saved=False, symbolize=None):
@@ -380,10 +385,10 @@ def _sframe_step(ctx, match, prev_cfa, pac_mask, index=None, callee_saved=False,
         fp = _apply(ctx, fp_rule, "FP", cfa)
         if fp is None:
             fp = frame.fp
-    regs = _recover_saved(ctx, index, match, cfa, symbolize) if callee_saved else {}
+    regs, carried = _recover_saved(ctx, index, match, cfa, symbolize) if callee_saved else ({}, frozenset())
     return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp,
                  ra=raw if abi.ra_in_register else None, regs=regs, cfa=cfa, method=Method.SFRAME,
-                 ra_stripped=stripped, level=frame.level + 1, match=match)
+                 ra_stripped=stripped, level=frame.level + 1, match=match, carried=carried)
 
 
 def _fp_step(ctx, prev_cfa, pac_mask, why, lookup_pc, symbolize):
@@ -488,14 +493,19 @@ def _cfi_step(ctx, row, prev_cfa, pac_mask):
         pc = strip_pac(raw, pac_mask)
         stripped = pc != raw
     saved = {}
+    carried = set()
     for reg in abi.callee_saved:
-        value = _cfi_value(ctx, regs.get(reg, UNCHANGED), cfa, reg)
+        rule = regs.get(reg, UNCHANGED)
+        value = _cfi_value(ctx, rule, cfa, reg)
         if value is not None:
             saved[reg] = value
+            if rule.kind is RuleKind.UNCHANGED and reg in abi.partial:
+                carried.add(reg)
     fp = saved.get(abi.fp) if abi.fp in abi.callee_saved else _cfi_value(ctx, regs.get(abi.fp, UNCHANGED), cfa,
                                                                           abi.fp)
     return Frame(pc=pc, sp=(cfa + abi.sp_val_offset) & MASK64, fp=fp, ra=raw if abi.ra_in_register else None,
-                 regs=saved, cfa=cfa, method=Method.CFI, ra_stripped=stripped, level=frame.level + 1)
+                 regs=saved, cfa=cfa, method=Method.CFI, ra_stripped=stripped, level=frame.level + 1,
+                 carried=frozenset(carried))
 
 
 def _cfi_row(cfi, pc):

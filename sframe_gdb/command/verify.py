@@ -84,9 +84,10 @@ Frames SFrame covers that the unwinder declined (a stop reason, an unusable sect
 error) cannot be checked: each is listed as "not checked" with the reason.  The tail-call frames
 GDB makes from DWARF call-site information are left out of both walks (no unwind data, SFrame
 or CFI, can tell a tail call happened: the frames around them are compared).  Prints each
-disagreement and three summary lines:
+disagreement and four summary lines:
   sframe verify: N frames checked at M stops, K disagreements
   sframe verify: callee-saved registers: E equal, U not recovered, D different
+  sframe verify: per register: x19 E/C, ... (equal of those compared; AArch64's d8-d15 too)
   sframe verify: F frames not checked, I of them after a plugin error"""
 
     def __init__(self, plugin):
@@ -139,6 +140,7 @@ disagreement and three summary lines:
                 gdb.write("sframe verify: not checked: %s\n" % m.problem)
         gdb.write(verifymod.summary(frames, stops, len(bad)) + "\n")
         gdb.write(regs.line() + "\n")
+        gdb.write(regs.register_line() + "\n")
         gdb.write(verifymod.unchecked_line(unchecked, internal) + "\n")
 
     @staticmethod

@@ -160,13 +160,13 @@ class Qemu:
     """A cross program under qemu-user in the sid root, waiting for GDB on a port (qemu-user's
     gdbstub takes one connection: the readiness check must not connect)."""
 
-    def __init__(self, toolchain, exe, args=()):
+    def __init__(self, toolchain, exe, args=(), cpu=None):
         self.port = free_port()
         # setarch -R: no address randomisation, so two runs of copies at paths of equal length
         # have the same addresses (qemu-user's guest mappings come from the host's mmap); -seed:
         # the same stack and pointer guards.
         argv, env = T.wrap_argv(toolchain, ["setarch", "-R"] + T.qemu_argv(toolchain, exe, args, gdb_port=self.port,
-                                                                             seed=1),
+                                                                             seed=1, cpu=cpu),
                                 binds=[Path(exe).parent])
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

@@ -113,7 +113,9 @@ class A64:
             return r
         if r == "lr":
             return "x30"
-        return None        # w registers (half), d registers (not in the ABI's list here), xzr
+        if re.fullmatch(r"d(\d+)", r):
+            return r       # the callee-saved halves of v8-v15 (q registers: whole, not a d slot)
+        return None        # w and s registers (half), q registers, xzr
 
     def moves(self, i: Insn):
         m = i.mnemonic
@@ -148,6 +150,10 @@ class A64:
             return False
         ops = [o.strip() for o in i.operands.split(",")]
         dests = ops[:2] if m in ("ldp", "ldpsw", "ldnp", "ldaxp", "ldxp") else ops[:1]
+        if reg.startswith("d"):        # any view of the vector register, or a list holding it
+            n = reg[1:]
+            return any(re.fullmatch(r"[bhsdq]%s|[vz]%s(\.\w+)?(\[\d+\])?" % (n, n), d) or d.startswith("{")
+                       for d in dests) or m.startswith(("ld1", "ld2", "ld3", "ld4"))
         return any(re.fullmatch(r"[xw]%s" % reg[1:], d) for d in dests)
 
 

@@ -220,15 +220,17 @@ def run_in(tc: str | Toolchain, argv: Sequence[str], cwd=None, binds: Iterable =
 
 
 def qemu_argv(tc: str | Toolchain, exe, args: Sequence[str] = (),
-              gdb_port: Optional[int] = None, seed: Optional[int] = None) -> list[str]:
+              gdb_port: Optional[int] = None, seed: Optional[int] = None,
+              cpu: Optional[str] = None) -> list[str]:
     """argv (to run in the sid root) of a cross program under qemu-user;
     with gdb_port, qemu waits for GDB on that port (target remote :PORT);
     with seed, the guest's random bytes (AT_RANDOM: stack guard, pointer
-    guard) are the same in every run."""
+    guard) are the same in every run; with cpu, that CPU model (qemu's
+    default is its "max": on AArch64 with SVE and SME)."""
     tc = toolchain(tc)
     if not tc.cross:
         raise ValueError(f"{tc.name} is not a cross toolchain")
-    argv = [tc.qemu, "-L", tc.sysroot]
+    argv = [tc.qemu, "-L", tc.sysroot] + (["-cpu", cpu] if cpu else [])
     if seed is not None:
         argv += ["-seed", str(seed)]
     if gdb_port is not None:
@@ -308,6 +310,8 @@ FIXTURES: dict[str, Fixture] = {f.name: f for f in (
                         "stop_here"), ("thread_stop_here", "stop_here"),
             cflags=("-pthread",), ldflags=("-pthread",)),
     Fixture("shrinkwrap", ("main", "dispatch", "early_out", "stop_here"), ("stop_here",)),
+    Fixture("floats", ("main", "outer", "relay", "middle", "eight", "inner", "stop_here"),
+            ("stop_here",)),
 )}
 
 # Functions of the shared library built from tests/fixtures/libfix.c.
