@@ -640,3 +640,30 @@ def test_qemu_core_two_threads(qemu_cores, arch):
         assert crashed.note_index == 1               # qemu writes the main thread first
         libc = c.module_at(crashed.pc)
         assert libc is not None and libc.path.endswith("libc.so.6")
+
+
+# -- floating-point registers: NT_PRFPREG, and AArch64's NT_ARM_SVE / NT_ARM_SSVE ------------------
+
+def test_floating_point_register_notes():
+    """The callee-saved floating-point registers of frame 0 come from the core's notes: AArch64's
+    d0-d31 (the low halves of user_fpsimd_state's v0-v31, either byte order, or of the Z registers
+    of an SVE note), s390x's f0-f15 after the fpc word; short notes give what they hold."""
+    from sframekit.core.target import corenotes as C
+    vregs = b"".join(struct.pack("<QQ", 0x1000 + n, 0xdead0000 + n) for n in range(32))
+    got = C.decode_fpregs(C._AARCH64, vregs + bytes(8), "little")
+    assert got[72] == got["d8"] == 0x1008 and got[79] == 0x100f
+    big = b"".join(struct.pack(">QQ", 0xdead0000 + n, 0x1000 + n) for n in range(32))   # (__uint128_t, big-endian)
+    assert C.decode_fpregs(C._AARCH64, big, "big")[72] == 0x1008
+    assert C.decode_fpregs(C._AARCH64, vregs[:16 * 9], "little").keys() == {"d%d" % n for n in range(9)} | set(range(64, 73))
+    s390 = struct.pack(">II", 0, 0) + b"".join(struct.pack(">Q", 0x2000 + n) for n in range(16))
+    f = C.decode_fpregs(C._S390X, s390, "big")
+    assert f["f8"] == 0x2008 and f[24] == 0x2008 and f["f15"] == 0x200f and f[31] == 0x200f
+    # SVE form: a header, then Z0-Z31 of vl bytes each; FPSIMD form: the user_fpsimd_state.
+    vl = 32
+    zregs = b"".join(struct.pack("<QQQQ", 0x3000 + n, 1, 2, 3) for n in range(32))
+    sve = struct.pack("<IIHHHH", 16 + len(zregs), 0, vl, vl, 1, 0) + zregs
+    assert C.decode_sve(C._AARCH64, sve, "<", "little")[78] == 0x300e
+    fpsimd = struct.pack("<IIHHHH", 16 + len(vregs) + 8, 0, 0, vl, 0, 0) + vregs + bytes(8)
+    assert C.decode_sve(C._AARCH64, fpsimd, "<", "little")[78] == 0x100e
+    assert C.decode_sve(C._AARCH64, b"\0" * 10, "<", "little") == {}
+    assert C.decode_sve(C._AARCH64, sve[:16 + 3 * vl], "<", "little").keys() == {"d0", "d1", "d2", 64, 65, 66}

@@ -13,6 +13,7 @@ import re
 
 import pytest
 from helpers import toolchains as T
+from helpers.cli import sframe
 from helpers.gdb import PLUGIN, Qemu, run_gdb
 from helpers.lldb import run_lldb
 
@@ -22,13 +23,14 @@ DREGS = ["d%d" % i for i in range(8, 16)]
 _VALUE = re.compile(r"^\$\d+ = (.*)$", re.M)
 
 
-def _gdb_session(exe, tmp_path, plugin):
-    """GDB's view of each outer frame of the stop: its locals and floating-point registers."""
+def _gdb_session(exe, tmp_path, plugin, core=None):
+    """GDB's view of each outer frame of the stop: its locals and floating-point registers (and,
+    with `core`, a core file of the stop written by GDB's gcore)."""
     tc = T.toolchain(TC)
     qemu = Qemu(TC, exe)
     lines = ["set startup-with-shell off"] + (["source %s" % PLUGIN] if plugin else []) + [
         "set sysroot %s" % tc.sysroot, "file %s" % exe, "break stop_here", "target remote :%d" % qemu.port,
-        "continue", "bt"]
+        "continue", "bt"] + (["gcore %s" % core] if core else [])
     for level in OUTER:
         lines += ["frame %d" % level, "mark f%d" % level, "info locals"]
         lines += ["p/x $%s.u" % d for d in DREGS] + ["p $s14.f", "p/x $v14.d.u[0]", "p/x $z14.d.u[0]",
@@ -48,12 +50,13 @@ def gdb_views(corpus, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("floats-gdb")
     out = {}
     for tag, exe, plugin in (("orig", b.path, False), ("noeh", b.noeh, True)):
-        text = _gdb_session(exe, tmp, plugin)
+        text = _gdb_session(exe, tmp, plugin, core=tmp / "floats.core" if tag == "noeh" else None)
         assert "Traceback" not in text and "Python Exception" not in text, text[-3000:]
         out[tag] = {level: (text.between("f%d" % level, "u%d" % level),
                             text.between("u%d" % level, "f%d" % (level + 1) if level + 1 in OUTER else "end"))
                     for level in OUTER}
         out[tag]["bt"] = text
+    out["core"] = (tmp / "floats.core", b.noeh)
     return out
 
 
@@ -131,7 +134,7 @@ def test_lldb23_frame_variable_through_the_side_file(corpus, tmp_path, monkeypat
         assert local in got, got
 
 
-_SBT_FRAME = re.compile(r"^\s*\*?\s*frame #(\d+): ")
+_SBT_FRAME = re.compile(r"^\s*\*?\s*(?:frame )?#(\d+):? ")      # LLDB's sframe bt -r, or the CLI's
 
 
 def _sbt_registers(block):
@@ -164,3 +167,16 @@ def test_lldb21_sframe_bt_registers(corpus, tmp_path, monkeypatch, gdb_views):
         assert ours == dwarf, (level, ours, dwarf)
         compared += len(ours)
     assert compared == len(OUTER) * len(DREGS)
+
+
+def test_core_backtrace_registers(gdb_views):
+    """`sframe backtrace CORE -r` of a core GDB wrote at the stop (its NT_PRFPREG note holds the
+    stopped thread's v0-v31): d8-d15 of every outer frame, GDB's DWARF values."""
+    core, exe = gdb_views["core"]
+    assert core.is_file()
+    ran = sframe("backtrace", core, "--exe", exe, "-r")
+    assert ran.returncode == 0, ran
+    regs = _sbt_registers(ran.stdout)
+    for level in OUTER:
+        dwarf = _VALUE.findall(gdb_views["orig"][level][0])[:len(DREGS)]
+        assert [regs.get(level, {}).get(d) for d in DREGS] == dwarf, (level, ran.stdout)

@@ -10,11 +10,20 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from ..arch import abi as abimod
 from ..elf.notes import iter_notes
 from ..errors import ElfError
 
 # Note types (owner "CORE").
 NT_PRSTATUS = 1
+NT_PRFPREG = 2          # the floating-point registers of the thread whose NT_PRSTATUS it follows
+# Owner "LINUX": AArch64's SVE and streaming-SVE state (GDB writes one of them instead of
+# NT_PRFPREG where the target has SVE): a user_sve_header, then Z0-Z31 (flags bit 0) or, in its
+# FPSIMD form, a user_fpsimd_state.
+NT_ARM_SVE = 0x405
+NT_ARM_SSVE = 0x40B
+_SVE_HEADER = "IIHHHH"      # size, max_size, vl (bytes), max_vl, flags, reserved
+_SVE_REGS_OFFSET = 16
 NT_PRPSINFO = 3
 NT_AUXV = 6
 NT_FILE = 0x46494C45
@@ -58,6 +67,11 @@ class CoreArch:
     dwarf: dict            # register name -> DWARF number
     pc: str                # name of the program counter in gregs
     sp: str                # name of the stack pointer in gregs
+    # NT_PRFPREG: (name, DWARF number, byte offset, size) of each floating-point register it holds;
+    # of a 16-byte register, the low 64 bits are taken (AArch64's d0-d31 of user_fpsimd_state's
+    # v0-v31; s390x's s390_fp_regs holds f0-f15 after the 8-byte fpc word).
+    fpregs: tuple = ()
+    sve_notes: bool = False    # its floating-point registers may come in NT_ARM_SVE/NT_ARM_SSVE instead
 
 
 _X86_64 = CoreArch(
@@ -77,7 +91,7 @@ _AARCH64 = CoreArch(
     "aarch64",
     tuple(("x%d" % i, 8) for i in range(31)) + (("sp", 8), ("pc", 8), ("pstate", 8)),
     dict([("x%d" % i, i) for i in range(31)] + [("sp", 31), ("pc", 32)]),
-    pc="pc", sp="sp")
+    pc="pc", sp="sp", fpregs=tuple(("d%d" % i, 64 + i, 16 * i, 16) for i in range(32)), sve_notes=True)
 
 _S390X = CoreArch(
     "s390x",
@@ -85,7 +99,7 @@ _S390X = CoreArch(
     + tuple(("a%d" % i, 4) for i in range(16)) + (("orig_gpr2", 8),),
     dict([("r%d" % i, i) for i in range(16)] + [("a%d" % i, 48 + i) for i in range(16)]
          + [("pswm", 64), ("pswa", 65)]),
-    pc="pswa", sp="r15")
+    pc="pswa", sp="r15", fpregs=tuple(("f%d" % n, abimod.S390X.regnum("f%d" % n), 8 + 8 * n, 8) for n in range(16)))
 
 _ARCHES = {"EM_X86_64": _X86_64, "EM_AARCH64": _AARCH64, "EM_S390": _S390X}
 
@@ -134,6 +148,8 @@ def parse_notes(segments, arch: CoreArch, order: str, path: str) -> Notes:
     gsize = sum(size for _name, size in arch.gregs)
     for data in segments:
         for name, ntype, desc in iter_notes(data, order, path):
+            if name == "LINUX" and ntype in (NT_ARM_SVE, NT_ARM_SSVE) and notes.threads and arch.sve_notes:
+                notes.threads[-1].registers.update(decode_sve(arch, desc, order, byte_order))
             if name != "CORE":
                 continue
             if ntype == NT_PRSTATUS:
@@ -144,6 +160,8 @@ def parse_notes(segments, arch: CoreArch, order: str, path: str) -> Notes:
                 (tid,) = struct.unpack_from(order + "i", desc, _PRSTATUS_PID)
                 regs = decode_gregs(arch, desc[_PRSTATUS_REG:_PRSTATUS_REG + gsize], byte_order)
                 notes.threads.append(Thread(tid, signal, regs, len(notes.threads)))
+            elif ntype == NT_PRFPREG and notes.threads and arch.fpregs:
+                notes.threads[-1].registers.update(decode_fpregs(arch, desc, byte_order))
             elif ntype == NT_PRPSINFO and len(desc) >= _PRPSINFO_PSARGS + 80:
                 notes.fname = _cstring(desc[_PRPSINFO_FNAME:_PRPSINFO_FNAME + 16])
                 notes.command = _cstring(desc[_PRPSINFO_PSARGS:_PRPSINFO_PSARGS + 80]).rstrip()
@@ -204,6 +222,41 @@ def decode_gregs(arch, data, order):
             regs[num] = value
     regs.setdefault("pc", regs[arch.pc])
     regs.setdefault("sp", regs[arch.sp])
+    return regs
+
+
+def decode_fpregs(arch, data, order):
+    """The floating-point registers of an NT_PRFPREG note, keyed by name and by DWARF number (of a
+    16-byte register, its low 64 bits); those the note is too short for are left out."""
+    regs = {}
+    for name, num, off, size in arch.fpregs:
+        if off + size > len(data):
+            continue
+        raw = data[off:off + size]
+        if size == 16:             # the low 64 bits: first in memory little-endian, last big-endian
+            raw = raw[8:] if order == "big" else raw[:8]
+        regs[name] = regs[num] = int.from_bytes(raw, order)
+    return regs
+
+
+def decode_sve(arch, data, order, byte_order):
+    """The floating-point registers of an NT_ARM_SVE or NT_ARM_SSVE note: the low 64 bits of each
+    Z register (its d register), or of each V register in the note's FPSIMD form; {} where the
+    note is too short for its header or claims no registers."""
+    if len(data) < struct.calcsize(order + _SVE_HEADER):
+        return {}
+    size, _max_size, vl, _max_vl, flags, _reserved = struct.unpack_from(order + _SVE_HEADER, data, 0)
+    body = data[_SVE_REGS_OFFSET:min(size, len(data))]
+    if not flags & 1:
+        return decode_fpregs(arch, body, byte_order)
+    if byte_order == "big":
+        return {}                  # (a Z register's bytes in a big-endian process: not followed here)
+    regs = {}
+    for name, num, _off, _size in arch.fpregs:
+        at = (num - arch.fpregs[0][1]) * vl
+        if vl < 8 or at + 8 > len(body):
+            continue
+        regs[name] = regs[num] = int.from_bytes(body[at:at + 8], byte_order)
     return regs
 
 
