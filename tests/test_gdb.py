@@ -375,7 +375,8 @@ REGISTER_BASELINE = {
     ("gdb18", "sid", "O0-fp"): (5370, 0), ("gdb18", "sid", "O2-fp"): (4872, 0),
     ("gdb18", "host", "O2-nofp"): (4848, 0), ("gdb18", "trixie", "O2-nofp"): (4848, 0),
     ("gdb16", "trixie", "O2-nofp"): (4848, 0), ("gdb16", "trixie", "O0-fp"): (5184, 0), ("gdb16", "trixie", "O2-fp"): (4872, 0),
-    ("multiarch", "sid-aarch64", "O2-nofp"): (8390, 0), ("multiarch", "sid-s390x", "O2-nofp"): (13280, 0),
+    # (AArch64 with d8-d15 since issue 48: 8390 before)
+    ("multiarch", "sid-aarch64", "O2-nofp"): (15102, 0), ("multiarch", "sid-s390x", "O2-nofp"): (13280, 0),
     ("multiarch", "sid-s390x", "O0-fp"): (14288, 0), ("multiarch", "sid-s390x", "O2-fp"): (13488, 0),
 }
 

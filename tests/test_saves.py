@@ -18,6 +18,7 @@ import subprocess
 
 import pytest
 from helpers import toolchains as T
+from helpers.readelf import frames_column
 
 from sframekit.core.arch import abi as abimod
 from sframekit.core.elf.image import ElfImage
@@ -734,8 +735,7 @@ def test_agrees_with_dwarf_cfi(corpus, toolchain):
         symbolize = ElfImage(str(path)).symbolize
         abi = abimod.info(index.abi)
         names = {r: ("ra" if r == abi.ra else abi.regname(r)) for r in abi.callee_saved}
-        # (readelf -wF's column names: AArch64's v8-v15, whose d8-d15 objdump and the analysis name)
-        columns = {r: "v%d" % (r - 64) if r in abi.partial else name for r, name in names.items()}
+        columns = {r: "ra" if r == abi.ra else frames_column(abi, r) for r in abi.callee_saved}   # (readelf -wF's)
         tables = _readelf_tables(path)
         starts = [t[0] for t in tables]
         insns = OM.disassemble(toolchain, path)

@@ -22,6 +22,7 @@ from helpers import toolchains as T
 from helpers.gdb import STOPS, Out, Qemu, gcore, run_gdb
 from helpers.lldb import STOPS as LLDB_STOPS
 from helpers.lldb import run_lldb
+from helpers.readelf import frames_column
 
 from sframekit.core.arch import abi as abimod
 from sframekit.core.dwarf import writer
@@ -122,7 +123,7 @@ def test_cfi_says_what_sframe_says(corpus, tmp_path, monkeypatch, toolchain):
         image = ElfImage(str(path))
         index = SFrameIndex(image.sframe.data, image.sframe.address)
         abi = abimod.info(index.abi)
-        names = {n: abi.regname(n) for n in abi.callee_saved + (abi.sp, abi.fp)}
+        names = {n: frames_column(abi, n) for n in abi.callee_saved + (abi.sp, abi.fp)}
         insns = OM.disassemble(toolchain, path)
         starts = sorted(insns)
         for fde in index.section.fdes():

@@ -144,6 +144,7 @@ EXPECTED_OUTPUT = {
     "recurse": ["recurse: 50 100"],
     "threads": ["threads: 106 15"],
     "shrinkwrap": ["shrinkwrap: 82 60"],
+    "floats": ["floats: 425.000"],
 }
 
 

@@ -58,3 +58,9 @@ _ROW_RE = re.compile(r"^    [0-9a-f]{16}  ")
 def rows(text):
     """The row lines of a dump."""
     return [l for l in text.split("\n") if _ROW_RE.match(l)]
+
+
+def frames_column(abi, regnum):
+    """The name of DWARF register `regnum` in `readelf --debug-dump=frames(-interp)`'s rows:
+    AArch64's v8-v15 (DWARF 72-79) where the analysis names their low halves d8-d15."""
+    return "v%d" % (regnum - 64) if regnum in abi.partial else abi.regname(regnum)
