@@ -135,6 +135,26 @@ def seeded(corpus, tmp_path):
     return bad, syms, want, base, by_start
 
 
+def test_several_files_exit_with_the_worst_status(corpus, tmp_path):
+    """`sframe check` of several files: one report each and a summary line, and the exit status of
+    the worst: 0 where every file agrees (a file without SFrame is a warning), 1 where one
+    disagrees, 2 where one cannot be read (whatever the others say)."""
+    bad = seeded(corpus, tmp_path)[0]
+    good = corpus.get("sid-aarch64", "frames", "O2-fp").path     # (sid's x86-64 PLT disagrees: PLT_GOT_16)
+    plain = tmp_path / "plain"
+    T.run_in("sid", ["objcopy", "--remove-section=.sframe", str(bad), str(plain)], cwd=tmp_path, check=True)
+    text = tmp_path / "notes.txt"
+    text.write_text("not an object\n")
+    cases = (((good, plain), 0, "2 files: 1 agree, 0 disagree, 1 without SFrame, 0 failed"),
+             ((good, bad, plain), 1, "3 files: 1 agree, 1 disagree, 1 without SFrame, 0 failed"),
+             ((bad, text, good), 2, "3 files: 1 agree, 1 disagree, 0 without SFrame, 1 failed"))
+    for paths, status, summary in cases:
+        code, out, err = run_check(*paths)
+        assert code == status, (paths, code, out[-2000:], err)
+        assert out.splitlines()[-1] == "sframe check: " + summary, out[-2000:]
+        assert ("no SFrame section" in err) == (plain in paths), err
+
+
 def test_seeded_defects_are_reported_exactly(corpus, tmp_path):
     """One FRE's CFA offset, the FP slots of one function, one FDE's start and size, one FDE
     dropped: exactly those functions and ranges are reported, nothing else beyond the baseline."""

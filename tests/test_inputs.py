@@ -112,7 +112,7 @@ def test_dump_of_files_and_archives(libraries, case):
     assert err.count("not an ELF file") == 2 and err.count("no SFrame section") == 2, err
 
 
-@pytest.mark.parametrize("case", ("host", "sid", "sid-aarch64"))
+@pytest.mark.parametrize("case", CASES)
 def test_check_of_files_and_archives(libraries, case):
     work, objs, args = libraries[case]
     code, out, err = sframe("check", *args)

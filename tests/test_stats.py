@@ -124,6 +124,7 @@ def test_the_corpus_as_one_tree(corpus_tree):
         want[str(f["version"])] += 1
     assert doc["versions"] == dict(want)
     assert sorted(doc["other_version"]) == sorted(f["name"] for f in doc["files"] if f["version"] != 3)
+    checked = set()
     for path, tc in programs.items():
         f = by_name[str(path)]
         sizes = _readelf_sections(path)
@@ -132,13 +133,14 @@ def test_the_corpus_as_one_tree(corpus_tree):
         assert (f["fdes"], f["fres"]) == _readelf_counts(tc, path), path
         assert sum(f["parts"].values()) == f["sizes"][".sframe"], (path, f["parts"])
         assert sum(f["fres_by_width"].values()) == f["fres"] and sum(f["fres_per_fde"].values()) == f["fdes"]
-        if tc in ("host", "trixie", "sid"):         # (the host's readelf reads x86-64 CFI only)
-            cfi, code = _readelf_cfi(path)
-            assert f["cfi_functions"] == len(cfi), path
-            assert f["cfi_bytes"] == _union_in(cfi, code), path
-            assert f["code_bytes"] == sum(size for _a, size in code), path
+        cfi, code = _readelf_cfi(path)                 # (every architecture: readelf's CFI is generic)
+        assert f["cfi_functions"] == len(cfi), path
+        assert f["cfi_bytes"] == _union_in(cfi, code), path
+        assert f["code_bytes"] == sum(size for _a, size in code), path
+        checked.add(tc)
         assert f["version"] == 1 or f["what_if"][str(f["version"])] == f["sizes"][".sframe"], f
         assert all(g["reason"] for g in f["gaps"])
+    assert checked == set(T.TOOLCHAINS), checked
     # The mixed corpus: the ABIs found, the others named.
     abis = collections.Counter(f["abi"] for f in doc["files"])
     assert doc["abis"] == dict(abis) and set(abis) == {"amd64", "aarch64", "s390x"}
