@@ -24,13 +24,15 @@ _GDB_ARCHES = {
     "s390:64-bit": ((abimod.S390X,), "pswa", "r15", "r11", "r14", ("pc",)),
 }
 
-# The other GDB registers of a register the ABI preserves only in part (ABIInfo.partial), by its
-# DWARF number: (the first such number, the names of its low parts, the names of the whole
-# register).  GDB asks a Python unwinder for each by its own number (pseudo registers are not
-# computed from the raw one), and reads a variable in AArch64's v8 (DWARF 72) from the raw register
-# its DWARF reader maps to: v8, or z8 where the target has SVE.
+# The GDB registers of a register the ABI preserves only in part (ABIInfo.partial), by its DWARF
+# number: (the first such number, the names of its low parts, the names of the whole register,
+# the raw registers it may be, in order).  GDB asks a Python unwinder for each by its own number
+# (pseudo registers are not computed from the raw one there), and reads a variable in AArch64's v8
+# (DWARF 72) from the raw register its DWARF reader maps to: z8 where the target has SVE, else v8.
+# Before GDB 15 a pseudo register (d8, and v8 beside z8) of a frame GDB's own unwinders made is the
+# innermost frame's: every value is therefore worked out from the raw register, read once.
 _PARTIAL_VIEWS = {
-    "aarch64": (64, ("s%d",), ("v%d", "q%d", "z%d")),
+    "aarch64": (64, ("d%d", "s%d"), ("v%d", "q%d", "z%d"), ("z%d", "v%d")),
 }
 
 
@@ -56,6 +58,7 @@ class Arch:
     pc_id: object = None                          # what read_register reads the PC by (see read_pc_by)
     sp_id: object = None                          # and the SP (set by prepare)
     partial: dict = field(default_factory=dict)   # DWARF regnum -> (low views, whole views): see with_views
+    missing_raw: object = None                    # a raw vector register name pattern the target lacks (z%d)
 
     @property
     def pc_names(self):
@@ -114,13 +117,13 @@ class Arch:
         """{DWARF regnum: (low views, whole views)} for the registers the ABI preserves in part,
         each view (its id for add_saved_register, its gdb.Type), those GDB has on this target."""
         spec = _PARTIAL_VIEWS.get(self.gdb_name)
-        if spec is None or not abi.partial:
-            return {}
-        first, lows, wholes = spec
+        if spec is None or not abi.partial or abi.big_endian:
+            return {}                        # (big-endian: see whole)
+        first, lows, wholes, _raw = spec
         out = {}
         for r in sorted(abi.partial):
             views = []
-            for names in (lows, wholes):
+            for names in (lows[1:], wholes):      # (the first low part, d8, is the register itself)
                 got = []
                 for pattern in names:
                     name = pattern % (r - first)
@@ -134,14 +137,42 @@ class Arch:
             out[r] = tuple(views)
         return out
 
-    def with_views(self, pf, res, ids, vals, below):
+    def whole(self, frame, abi, regnum):
+        """The whole of register `regnum` (ABIInfo.partial) in a gdb.Frame or PendingFrame, as an
+        unsigned integer, from the raw register GDB has for it (z8, else v8), lane by lane (never
+        its bytes, whose order in a big-endian process is GDB's own); None where GDB cannot give
+        all of it (not saved, unavailable)."""
+        spec = _PARTIAL_VIEWS.get(self.gdb_name)
+        if spec is None or abi.big_endian:
+            return None                      # (which lane holds d8 in a big-endian process is not followed here)
+        first, _lows, _wholes, raws = spec
+        for pattern in raws:
+            name = pattern % (regnum - first)
+            if self.missing_raw == pattern:
+                continue
+            try:
+                value = frame.read_register(name)
+            except ValueError:               # no such register on this target: not asked again
+                self.missing_raw = pattern
+                continue
+            except gdb.error:
+                return None
+            try:
+                lanes = value["d"]["u"]
+                count = value.type.sizeof // 8
+                return sum((int(lanes[k]) & MASK64) << (64 * k) for k in range(count))
+            except (gdb.error, ValueError, TypeError):
+                return None                  # (optimized out, unavailable, or another shape)
+        return None
+
+    def with_views(self, pf, abi, res, ids, vals, below):
         """`ids` and `vals` (the registers saved for the caller `res`) with the other GDB registers
-        of each register of `res` the ABI preserves in part, and the whole views' values for the
-        next caller: {id: gdb.Value}.  Low parts (s8) are bits of the value recovered (d8).  The
-        whole register (v8, q8, z8) is the frame below's where the value was carried over from it
-        (`below`, or read from `pf`, the pending frame, when it is that frame); else what the
-        callee's restore leaves in it: the value recovered, zero-extended, as a load of d8 leaves
-        v8 (and z8).  Where the frame below's is not known, the whole views are not given."""
+        of each register of `res` the ABI preserves in part, and the whole registers' values for
+        the next caller: {DWARF regnum: int}.  Low parts (s8) are bits of the value recovered (d8).
+        The whole register (v8, q8, z8) is the frame below's where the value was carried over from
+        it (`below`, or worked out from `pf`, the pending frame, when it is that frame); else what
+        the callee's restore leaves in it: the value recovered, zero-extended, as a load of d8
+        leaves v8 (and z8).  Where the frame below's is not known, the whole views are not given."""
         regs, carried, order = res.regs, res.carried, self.order
         more_ids, more_vals, now = [], [], {}
         for r, (lows, wholes) in self.partial.items():
@@ -151,21 +182,18 @@ class Arch:
             for ident, typ in lows:
                 more_ids.append(ident)
                 more_vals.append(gdb.Value((n & ((1 << 8 * typ.sizeof) - 1)).to_bytes(typ.sizeof, order), typ))
+            if r in carried:
+                whole = below.get(r) if below is not None else None
+                if whole is None and pf is not None:
+                    whole = self.whole(pf, abi, r)
+                if whole is None or whole & MASK64 != n & MASK64:
+                    continue                 # (not known; or not the value carried: given no whole)
+            else:
+                whole = n & MASK64
+            now[r] = whole
             for ident, typ in wholes:
-                if r in carried:
-                    v = below.get(ident) if below is not None else None
-                    if v is None and pf is not None:
-                        try:
-                            v = pf.read_register(ident)
-                        except (gdb.error, ValueError):
-                            v = None
-                    if v is None:
-                        continue
-                else:
-                    v = gdb.Value((n & MASK64).to_bytes(typ.sizeof, order), typ)
-                now[ident] = v
                 more_ids.append(ident)
-                more_vals.append(v)
+                more_vals.append(gdb.Value((whole & ((1 << 8 * typ.sizeof) - 1)).to_bytes(typ.sizeof, order), typ))
         return ids + tuple(more_ids), vals + tuple(more_vals), now
 
     def shape(self, frame):
@@ -280,10 +308,15 @@ def register_reader(frame, arch, abi):
     big = abi.big_endian
     plain = (arch.pc, arch.sp, arch.fp, arch.ra)     # integer registers: int() is the fast way
 
+    partial = abi.partial
+
     def read(regnum):
         name = arch.reg_name(abi, regnum)
         if name is None:
             return None
+        if regnum in partial:                  # (d8: from the raw register, see _PARTIAL_VIEWS)
+            whole = arch.whole(frame, abi, regnum)
+            return None if whole is None else whole & MASK64
         try:
             value = frame.read_register(name)
             return int(value) & MASK64 if name in plain else reg_int(value, big)

@@ -730,7 +730,7 @@ class SFrameUnwinder(gdb.unwinder.Unwinder):
                 ids, vals = saved(res)
                 vcfa = vget(cfa)
             if partial:               # AArch64's v8-v15: their other GDB registers (Arch.with_views)
-                ids, vals, below = arch.with_views(pf if k == level else None, res, ids, vals, below)
+                ids, vals, below = arch.with_views(pf if k == level else None, abi, res, ids, vals, below)
             match = res.match
             ready[k] = new(answer, (vcfa, vget(pc if match is None else match.fde.start), res, pc, ids, vals,
                                     arch, abi))

@@ -65,19 +65,21 @@ def _writes(word):
     out: Tuple[int, ...] = ()
     if op0 in (0b1000, 0b1001, 0b0101, 0b1101):
         out = (rd,)                                 # data processing (immediate, register)
-    elif op0 in (0b0010, 0b0000):                   # SVE, SME: a general, vector (Z) or predicate register
-        out = (rd,) + _vectors(rd)
+    elif op0 == 0b0010:                             # SVE: a general, predicate or vector (Z) register, or a
+        out = (rd,) + _vectors(rd & ~3, 8)          # list of up to four from Zd (Zd's group of four and the next)
+    elif op0 == 0b0000:                             # SME, SME2: lists with a stride, opcode bits in Rd: any
+        out = (rd,) + _vectors(0, 32)
     elif op0 in (0b0111, 0b1111):                   # SIMD and floating point: a vector register, except
-        if word & 0x5F20FC00 == 0x1E200000 and (word >> 16) & 7 not in (2, 3, 7) \
-                or word & 0x9FE08400 == 0x0E000400 and (word >> 11) & 0xF in (5, 7):
-            out = (rd,)                             # conversions to an integer, FMOV to general, SMOV/UMOV
-            #                                         (not SCVTF, UCVTF, FMOV from general: opcodes 2, 3, 7)
+        if word & 0x5F200000 == 0x1E000000 or word & 0x5F20FC00 == 0x1E200000:
+            out = _conversion(word, rd)             # conversions between floating point and integers, FMOV
+        elif word & 0xBFE08400 == 0x0E000400 and (word >> 11) & 0xF in (5, 7):
+            out = (rd,)                             # SMOV/UMOV (not INS: op, bit 29, set)
         elif word & 0xFF20FC00 != 0x1E202000 and word & 0xFF200C00 != 0x1E200400:
             out = (V + rd,)                         # (FCMP, FCMPE, FCCMP, FCCMPE write the flags only)
     elif op0 & 0b0101 == 0b0100:                    # loads and stores
         if word & 0x3F000000 == 0x1C000000:
             out = (V + rd,)                         # LDR (literal) of a SIMD&FP register
-        elif (word >> 26) & 1 and ((word >> 27) & 7 not in (0b101, 0b111) or (word >> 25) & 1):
+        elif (word >> 26) & 1 and (word >> 27) & 7 not in (0b101, 0b111):
             out = _vectors(rd)                      # of SIMD&FP registers, other than the pair and single
             #                                         forms (Op.loads): structures, LDAPUR, ...
         elif word & 0x3F000000 == 0x08000000:
@@ -93,6 +95,20 @@ def _writes(word):
     elif word & 0xFFFFF0FF == 0xD503407F or word & 0xFFFFFFE0 == 0xD51B4240:
         out = _vectors(0, 32)                       # SMSTART/SMSTOP, MSR SVCR: the Z registers are zeroed
     return tuple(r for r in out if r != 31)
+
+
+def _conversion(word, rd):
+    """What a conversion between floating point and integers writes: a general register (FCVT*
+    to an integer, FMOV to general, FJCVTZS) or a vector register (SCVTF/UCVTF and FMOV from
+    general); both where its (rmode, opcode) is neither of those (FEAT_FPRCVT's forms between
+    SIMD&FP registers, and the fixed-point class, bit 21 clear)."""
+    rmode, opcode = (word >> 19) & 3, (word >> 16) & 7
+    if (word >> 21) & 1:
+        if opcode in (0, 1) or opcode in (4, 5) and rmode == 0 or opcode == 6 and rmode in (0, 1):
+            return (rd,)
+        if opcode in (2, 3) and rmode == 0 or opcode == 7 and rmode in (0, 1):
+            return (V + rd,)
+    return (rd, V + rd)
 
 
 def _branch(word, addr):

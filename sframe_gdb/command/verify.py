@@ -185,6 +185,10 @@ disagreement and four summary lines:
         abi = arch.abis[0]
         out = {}
         for regnum in abi.callee_saved:
+            if regnum in abi.partial:           # (AArch64's d8: from the raw register, as the unwinder reads it)
+                whole = arch.whole(frame, abi, regnum)
+                out[regnum] = None if whole is None else whole & MASK64
+                continue
             try:
                 value = frame.read_register(abi.regname(regnum))
                 out[regnum] = None if value.is_optimized_out else reg_int(value, abi.big_endian)
