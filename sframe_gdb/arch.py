@@ -25,14 +25,14 @@ _GDB_ARCHES = {
 }
 
 # The GDB registers of a register the ABI preserves only in part (ABIInfo.partial), by its DWARF
-# number: (the first such number, the names of its low parts, the names of the whole register,
-# the raw registers it may be, in order).  GDB asks a Python unwinder for each by its own number
+# number: (the first such number, the names of its low parts besides the part recovered (d8, the
+# ABI's name), the names of the whole register, the raw registers it may be, in order).  GDB asks a Python unwinder for each by its own number
 # (pseudo registers are not computed from the raw one there), and reads a variable in AArch64's v8
 # (DWARF 72) from the raw register its DWARF reader maps to: z8 where the target has SVE, else v8.
 # Before GDB 15 a pseudo register (d8, and v8 beside z8) of a frame GDB's own unwinders made is the
 # innermost frame's: every value is therefore worked out from the raw register, read once.
 _PARTIAL_VIEWS = {
-    "aarch64": (64, ("d%d", "s%d"), ("v%d", "q%d", "z%d"), ("z%d", "v%d")),
+    "aarch64": (64, ("s%d",), ("v%d", "q%d", "z%d"), ("z%d", "v%d")),
 }
 
 
@@ -123,7 +123,7 @@ class Arch:
         out = {}
         for r in sorted(abi.partial):
             views = []
-            for names in (lows[1:], wholes):      # (the first low part, d8, is the register itself)
+            for names in (lows, wholes):
                 got = []
                 for pattern in names:
                     name = pattern % (r - first)
@@ -288,8 +288,6 @@ def reg_int(value, big_endian):
     if t.code == gdb.TYPE_CODE_FLT and t.sizeof == 8:
         import array
         return int.from_bytes(array.array("d", [float(value)]).tobytes(), sys.byteorder)
-    if t.code == gdb.TYPE_CODE_UNION and t.sizeof == 8:
-        return int(value["u"]) & MASK64            # GDB 13: AArch64's d8 {f, u, s}
     return int(value) & MASK64
 
 

@@ -12,6 +12,7 @@ module with debug information, and its `sframe bt -r` gives GDB's DWARF values.
 import re
 
 import pytest
+from helpers import shipped
 from helpers import toolchains as T
 from helpers.cli import sframe
 from helpers.gdb import PLUGIN, Qemu, run_gdb
@@ -96,10 +97,6 @@ def _lldb_lines(exe, port, tag):
                     "process kill"]
 
 
-def _blocks(stdout):
-    parts = re.split(r"^@@ (\S+)$", stdout, flags=re.M)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
-
 
 def _lldb_run(corpus, tmp_path, monkeypatch, lldb, cpu):
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
@@ -113,7 +110,7 @@ def _lldb_run(corpus, tmp_path, monkeypatch, lldb, cpu):
             qemu.close()
         text = s.stdout + s.stderr
         assert s.returncode == 0 and "Traceback" not in text, text[-4000:]
-        out.update(_blocks(s.stdout))
+        out.update(shipped.blocks(s.stdout))
     return out
 
 

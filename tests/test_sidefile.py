@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import shipped
 from helpers import toolchains as T
 from helpers.gdb import STOPS, Out, Qemu, gcore, run_gdb
 from helpers.lldb import STOPS as LLDB_STOPS
@@ -323,11 +324,6 @@ def _same_stacks(got_text, want_text):
     return True
 
 
-def _blocks(stdout):
-    """{tag: text} between `script print('@@ TAG')` markers."""
-    parts = re.split(r"^@@ (\S+)$", stdout, flags=re.M)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
-
 
 def _lldb_stop(exe, fixture, tag, extra=()):
     return (["target create %s" % exe, "breakpoint set -n %s" % LLDB_STOPS[fixture], "process launch",
@@ -362,7 +358,7 @@ def test_lldb_bt_through_the_side_file(corpus, tmp_path, monkeypatch, lldb):
     s = run_lldb(lldb, lines, tmp_path, "side%d" % lldb)
     out = s.stdout + s.stderr
     assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-4000:]
-    blocks = _blocks(s.stdout)
+    blocks = shipped.blocks(s.stdout)
     for fixture in fixtures:
         want, got = _lldb_frames(blocks["orig-" + fixture]), _lldb_frames(blocks["strp-" + fixture])
         assert len(want) >= 3 and _same_stacks(blocks["strp-" + fixture], blocks["orig-" + fixture]), \
@@ -421,7 +417,7 @@ def test_lldb_side_file_written_by_several_processes(tmp_path, monkeypatch, lldb
     s = run_lldb(lldb, lines, tmp_path, "many%d" % lldb)
     out = s.stdout + s.stderr
     assert s.returncode == 0 and "Traceback" not in out and "Warning" not in out and "fork" not in out, out[-4000:]
-    blocks = _blocks(s.stdout)
+    blocks = shipped.blocks(s.stdout)
     want, got = _lldb_frames(blocks["orig"]), _lldb_frames(blocks["strp"])
     assert len(want) >= 32 and [(pc, fn) for pc, _m, fn in got] == [(pc, fn) for pc, _m, fn in want], blocks["strp"]
     cached = list((tmp_path / "cfi" / "copies").glob("*/*.debug"))
@@ -444,7 +440,7 @@ def test_lldb23_frame_variable_and_finish_with_debug_information(corpus, tmp_pat
                   "frame select 0", "finish", "bt 2", "script print('@@ end-%s')" % tag, "process kill", "target delete"]
     s = run_lldb(23, lines, tmp_path, "side23g")
     assert s.returncode == 0 and "@@ end-noeh" in s.stdout, (s.returncode, s.stdout[-5000:], s.stderr[-3000:])
-    blocks = _blocks(s.stdout)
+    blocks = shipped.blocks(s.stdout)
     orig, noeh = blocks["orig"], blocks["noeh"]
     assert "(int) x = 5" in orig and "(int) x = 5" in noeh, noeh
     strip = lambda text: re.sub(r"(Process|process) \d+|frames`|/noeh/|script print\('@@ end-\w+'\)", "", text)  # noqa: E731

@@ -7,7 +7,7 @@ import gdb
 
 from ...core.sframe.format import MASK64
 from .. import dwarf_unwinders
-from ..arch import reg_int
+from ..arch import register_reader
 from ..unwinder import INTERNAL_ERROR
 from .common import flush_frames, frame_arch, has_registers
 
@@ -183,18 +183,8 @@ disagreement and four summary lines:
         if arch is None:
             return {}
         abi = arch.abis[0]
-        out = {}
-        for regnum in abi.callee_saved:
-            if regnum in abi.partial:           # (AArch64's d8: from the raw register, as the unwinder reads it)
-                whole = arch.whole(frame, abi, regnum)
-                out[regnum] = None if whole is None else whole & MASK64
-                continue
-            try:
-                value = frame.read_register(abi.regname(regnum))
-                out[regnum] = None if value.is_optimized_out else reg_int(value, abi.big_endian)
-            except (gdb.error, ValueError):
-                out[regnum] = None
-        return out
+        read = register_reader(frame, arch, abi)      # (as the unwinder reads them: AArch64's d8 from z8/v8)
+        return {regnum: read(regnum) for regnum in abi.callee_saved}
 
     def _check(self, stop, max_frames):
         from ...core.checks import against_debugger as verifymod
