@@ -166,7 +166,7 @@ def _verdict(debugger, target, path, symfile, addr, quick):
     if addr is None:
         return SideFileStatus(state, symfile)
     plan = _plan_at(debugger, target, addr)
-    if plan is not None and "DWARF CFI" not in plan:
+    if plan is not None and plan not in ("DWARF CFI", "eh_frame CFI"):
         return _not_attached("LLDB does not unwind with it (its unwind plan at %#x is '%s'); sframe bt unwinds "
                              "the module" % (addr, plan))
     # (a file of the functions on the stacks is made again when they change: not checked so)
@@ -255,6 +255,11 @@ def _add(debugger, target, path):
     return None
 
 
+def _added_as(symfile):
+    """The file `_add` added, of the name LLDB has for the module's symbol file."""
+    return symfile[:-len(".again")] if symfile.endswith(".again") else symfile
+
+
 def _attach_file(debugger, target, module, path):
     """Attach the side file at `path` to the module: None, or the status saying why it could not."""
     if has_state(target.GetProcess()):
@@ -263,11 +268,11 @@ def _attach_file(debugger, target, module, path):
     return None if error is None else _not_attached("target symbols add: %s" % error)
 
 
-def _attach_partial(debugger, target, module, path, starts, own):
+def _attach_partial(debugger, target, module, path, starts, own, eh_frame=False):
     """Write a side file of CFA, RA and FP rows (sidecache.partial: of the functions at `starts`,
-    or of all) and attach it: (its path, None), or (None, the status saying why not; None where the
-    module has no usable SFrame)."""
-    made = sidecache.partial(path, starts, debug_file=own)
+    or of all; as `.eh_frame` where `eh_frame`) and attach it: (its path, None), or (None, the
+    status saying why not; None where the module has no usable SFrame)."""
+    made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame)
     if made.path is None:
         return None, (_not_attached(made.why) if made.sframe else None)
     failed = _attach_file(debugger, target, module, made.path)
@@ -304,6 +309,10 @@ def _attach_one(debugger, target, module, major, report):
             _run(debugger, "target symbols add %s" % shlex.quote(own), target)
         return _not_attached("LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
+    if ours and _added_as(symfile) in _EH_FILES:
+        # (a side file of the stacks' functions as .eh_frame, attached before this process: the
+        # module's .debug_frame is still to come)
+        return _quick(debugger, target, module, path, own, report, True, _added_as(symfile))
     if ours and major not in REREADS_SIDE_FILES and sidecache.is_partial(symfile):
         # (attached before this process: LLDB reads it through the session)
         _SESSION_FILES[(_target_key(target), path)] = own
@@ -312,6 +321,11 @@ def _attach_one(debugger, target, module, major, report):
     if made is None and major in REREADS_SIDE_FILES:
         # Not in the cache: the functions on the stacks at once, the rest with registers behind.
         return _quick(debugger, target, module, path, own, report)
+    if made is None and major >= EH_FRAME_FIRST and not _small(path) and not (
+            ours or module.FindSection(".debug_frame").IsValid()):
+        # The same, the functions on the stacks as .eh_frame: the module's .debug_frame is the
+        # side file's with registers, when it is written.
+        return _quick(debugger, target, module, path, own, report, True)
     if made is None and not _small(path):
         # LLDB 19 and later read only the first side file of a module: every function's CFA, RA
         # and FP now, the registers behind, for the next session.
@@ -327,6 +341,12 @@ def _attach_one(debugger, target, module, major, report):
 # their UnwindTable makes its reader of `.debug_frame` once).  Versions not measured are taken to
 # keep it: what they get then is right either way.
 REREADS_SIDE_FILES = (16,)
+# LLDB 23 makes its reader of a module's `.eh_frame` and of its `.debug_frame` each when the first
+# symbol file that has one is added, and prefers `.debug_frame` (measured): a side file of the
+# stacks' functions as `.eh_frame`, then the one with registers (its `.debug_frame`), in one session.
+# Where LLDB does not take the first (a later version may not), it gets the file of every function.
+EH_FRAME_FIRST = 23
+_EH_FILES = {}       # a side file of the stacks' functions as .eh_frame -> its functions (link-time starts)
 
 
 def _small(path):
@@ -387,21 +407,23 @@ def _attach_entry(debugger, target, module, path, symfile, made, report):
 class _Quick:
     """A module whose side file is being written behind: what is attached meanwhile."""
 
-    def __init__(self, own):
+    def __init__(self, own, eh_frame=False, path=None):
         self.own = own                  # the module's own separate debug file, or None
-        self.starts = frozenset()       # the functions (link-time starts) of the attached partial file
-        self.path = None                # that file
+        self.eh_frame = eh_frame        # the partial file is .eh_frame, LLDB's only one (EH_FRAME_FIRST)
+        self.path = path                # the attached partial file
+        self.starts = _EH_FILES.get(path, frozenset())     # its functions (link-time starts)
         self.restarted = False          # the job was started again once (it had ended without an entry)
 
 
 _QUICK = {}          # (target key, module path) -> _Quick
 
 
-def _quick(debugger, target, module, path, own, report):
+def _quick(debugger, target, module, path, own, report, eh_frame=False, attached=None):
     """Start the job that writes the module's side file with registers (core.elf.sidework) and
-    attach, meanwhile, one of the functions on the stacks (sidecache.partial)."""
+    attach, meanwhile, one of the functions on the stacks (sidecache.partial; as `.eh_frame` where
+    `eh_frame`; `attached`: such a file the module has already)."""
     sidework.start(path, debug_file=own)        # (where it cannot start, sframe info says it is not running)
-    _QUICK[(_target_key(target), path)] = _Quick(own)
+    _QUICK[(_target_key(target), path)] = _Quick(own, eh_frame, attached)
     return _follow(debugger, target, module, path, report)
 
 
@@ -431,19 +453,30 @@ def _follow(debugger, target, module, path, report):
         # (none of its functions on the stacks: nothing to attach yet; and LLDB 23, asked for the
         # unwind plan of a function a side file lacks, keeps that answer through the next one)
         return SideFileStatus(SideFileState.WRITING, None, job.text())
+    if quick.eh_frame and quick.path is not None and not wanted <= quick.starts:
+        # (LLDB reads a module's first .eh_frame through the session: other functions on the stacks
+        # now, and no side file with registers yet, so every function's CFA, RA and FP now)
+        del _QUICK[key]
+        return _session_file(debugger, target, module, path, quick.own, report)
     if quick.path is None or not wanted <= quick.starts:
-        side, failed = _attach_partial(debugger, target, module, path, quick.starts | wanted, quick.own)
+        side, failed = _attach_partial(debugger, target, module, path, quick.starts | wanted, quick.own,
+                                       quick.eh_frame)
         if side is None:
             del _QUICK[key]                       # (final: not tried again at every stop)
             return failed
         if quick.path is not None:
             sidecache.discard(quick.path)
         quick.path, quick.starts = side, quick.starts | wanted
+        if quick.eh_frame:
+            _EH_FILES[side] = quick.starts
     st = _check(debugger, target, path, quick.path, quick.starts)
     if st is None:
         return SideFileStatus(SideFileState.WRITING, None, job.text())
     if st.state is SideFileState.STACK:
         return SideFileStatus(SideFileState.STACK, quick.path, job.text())
+    if quick.eh_frame and st.state is SideFileState.NOT_ATTACHED:
+        del _QUICK[key]                           # (a version that does not read it: as before)
+        return _session_file(debugger, target, module, path, quick.own, report)
     return st
 
 

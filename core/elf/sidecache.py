@@ -321,13 +321,13 @@ _STACK_FILES = itertools.count()
 
 
 def partial(program: str, starts: Optional[Collection[int]], directory: Optional[str] = None,
-            debug_file: Optional[str] = None) -> Made:
+            debug_file: Optional[str] = None, eh_frame: bool = False) -> Made:
     """A side file of CFA, RA and FP rows only (every callee-saved register undefined: never
     wrong), of the functions that start at `starts` (link-time addresses) alone: what a debugger
     needs to unwind the stacks of one stop, made in time proportional to them; of every function
     where `starts` is None.  Not an entry of the cache but this process's own file under stack/, a
     new one at each call (a debugger that has read a file by a name may read it again); those of
-    processes that have ended are removed."""
+    processes that have ended are removed.  `eh_frame`: the rows as `.eh_frame` (sidefile.write)."""
     at = place(program, directory, debug_file)
     if isinstance(at, Made):
         return at
@@ -339,7 +339,7 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
     path = os.path.join(where, "%s-%s-%d-%d.debug" % (at.copy.build_id.hex(), at.copy.shape, os.getpid(),
                                                        next(_STACK_FILES)))
     try:
-        sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts)
+        sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts, eh_frame=eh_frame)
     except NoSFrameError:
         return Made(None, NO_SFRAME, sframe=False)
     except SFrameError as exc:

@@ -30,6 +30,7 @@ from typing import Callable, Collection, List, Optional, Tuple
 
 from ..arch import abi as abimod
 from ..dwarf.coverage import CfiIndex
+from ..dwarf import ehframe
 from ..dwarf.writer import Progress, debug_frame
 from ..errors import ElfError
 from ..sframe.index import SFrameIndex
@@ -165,14 +166,16 @@ def _keep_entry(keep, outermost):
 
 def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False,
           workers: Optional[int] = None, debug_file: Optional[str] = None, only: Optional[Collection[int]] = None,
-          progress: Optional[Progress] = None) -> SideFile:
+          progress: Optional[Progress] = None, eh_frame: bool = False) -> SideFile:
     """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
     covers are left out (a debugger takes the program's CFI there) unless `all_functions`.
     `workers`: analyse in at most this many processes (None: one per core; core.parallel).
     `debug_file`: the program's own separate debug file, whose debug information and symbols the
     side file then carries (a debugger takes the side file in its place).  `only`: the link-time
     starts of the functions to write (None: all); the entry code is written all the same.
-    `progress`: told how far the analysis is (core.dwarf.writer.Progress)."""
+    `progress`: told how far the analysis is (core.dwarf.writer.Progress).  `eh_frame`: the rows
+    as `.eh_frame` (not allocated; core.dwarf.ehframe) instead of `.debug_frame`, for a debugger that
+    reads a second side file's `.debug_frame` only where the first had none (LLDB 23)."""
     image = ElfImage(program)
     sf = image.require_sframe()
     prog = _read_program(program)
@@ -199,7 +202,10 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     symbols = None
     if not prog.has_symtab:
         symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None)
-    data = _assemble(prog, prog.frame + written.data, symbols)
+    frame = prog.frame + written.data
+    if eh_frame:
+        frame = ehframe.from_debug_frame(frame, prog.order == ">", 8 if prog.elfclass == 64 else 4)
+    data = _assemble(prog, frame, symbols, ".eh_frame" if eh_frame else ".debug_frame")
     write_private(out_path, data)
     return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
                     symbols is not None)
@@ -296,7 +302,8 @@ def build_id_path(directory: str, program: str) -> str:
     return debug_file_path(directory, bid)
 
 
-def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes, int]] = None) -> bytes:
+def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes, int]] = None,
+              frame_name: str = ".debug_frame") -> bytes:
     e, wide = prog.order, prog.elfclass == 64
     shdr_fmt = e + _SHDR[prog.elfclass]
     shdr_size = struct.calcsize(shdr_fmt)
@@ -337,7 +344,7 @@ def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes
         else:
             headers.append((0, SHT_NULL, 0, 0, 0, 0, 0, 0, 0, 0))
     at = place(frame, 8)
-    row = (name(".debug_frame"), SHT_PROGBITS, 0, 0, at, len(frame), 0, 0, 8, 0)
+    row = (name(frame_name), SHT_PROGBITS, 0, 0, at, len(frame), 0, 0, 8, 0)
     if frame_index is None:
         headers.append(row)
     else:
