@@ -11,16 +11,34 @@ A part no child gave back (an exception, a signal, no fork) is run here afterwar
 result is the serial one, exceptions included (the first part in order that raises), only sooner.
 """
 
+import contextlib
 import os
 import pickle
 import signal
+import threading
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 P = TypeVar("P")
 R = TypeVar("R")
 
 MAX_PARTS = 255        # part numbers travel as single bytes
+
+# Held by a thread of this process while it imports modules (the LLDB plugin's preloading), and
+# taken by every fork here: a child forked while another thread holds a module's import lock
+# waits for it for ever at its first import of that module (the thread is not in the child).
+IMPORTING = threading.Lock()
+
+
+@contextlib.contextmanager
+def no_import_running(timeout: float = 10.0) -> Iterator[None]:
+    """Hold IMPORTING (for a fork): at most `timeout` seconds' wait, never a deadlock."""
+    got = IMPORTING.acquire(timeout=timeout)
+    try:
+        yield
+    finally:
+        if got:
+            IMPORTING.release()
 
 
 def workers(units: int, per_worker: int, limit: Optional[int] = None) -> int:
@@ -94,7 +112,8 @@ def _start(fn, parts, queue: int, others: List[int]):
             # Python 3.12+ warns that a fork of a process with threads (the debugger's) may
             # deadlock in the child: the child here only computes and writes to its pipe.
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+            with no_import_running():
+                pid = os.fork()
             if pid == 0:
                 _child(fn, parts, queue, r, w, others)     # (never returns)
     except OSError:

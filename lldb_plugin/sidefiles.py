@@ -26,6 +26,7 @@ import shlex
 
 import lldb
 
+from ..core import parallel
 from ..core.elf import sidecache, sidework
 from ..core.elf.debugfile import separate_debug_file
 from ..core.report.status import SideFileState, SideFileStatus
@@ -232,14 +233,15 @@ def _drop_unloaded_twins(target, module):
             target.RemoveModule(other)
 
 
-def _add(debugger, target, path):
+def _add(debugger, target, path, twice=True):
     """`target symbols add` of a side file, twice: LLDB keeps the unwind plans it made for a module
     (at its creation, at a stop) when a first symbol file is added, and makes them again when a
     symbol file replaces another: the same file added again, by another name (a hard link beside
-    it), replaces it.  (None: done; else LLDB's error.)"""
+    it), replaces it.  Once where not `twice`: LLDB 23 reads a first file's `.eh_frame` at once
+    (measured), and each add reads the file's symbols again.  (None: done; else LLDB's error.)"""
     ok, text = _run(debugger, "target symbols add %s" % shlex.quote(path), target)
-    if not ok:
-        return text
+    if not ok or not twice:
+        return None if ok else text
     again = path + ".again"
     try:
         if not (os.path.exists(again) and os.path.samefile(again, path)):
@@ -260,11 +262,11 @@ def _added_as(symfile):
     return symfile[:-len(".again")] if symfile.endswith(".again") else symfile
 
 
-def _attach_file(debugger, target, module, path):
-    """Attach the side file at `path` to the module: None, or the status saying why it could not."""
+def _attach_file(debugger, target, module, path, twice=True):
+    """Attach the side file at `path` to the module (`_add`): None, or the status saying why it could not."""
     if has_state(target.GetProcess()):
         _drop_unloaded_twins(target, module)
-    error = _add(debugger, target, path)
+    error = _add(debugger, target, path, twice)
     return None if error is None else _not_attached("target symbols add: %s" % error)
 
 
@@ -275,7 +277,7 @@ def _attach_partial(debugger, target, module, path, starts, own, eh_frame=False)
     made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame)
     if made.path is None:
         return None, (_not_attached(made.why) if made.sframe else None)
-    failed = _attach_file(debugger, target, module, made.path)
+    failed = _attach_file(debugger, target, module, made.path, not eh_frame)
     if failed is not None:
         sidecache.discard(made.path)
         return None, failed
@@ -590,16 +592,20 @@ def ensure_hook(debugger, class_name):
 
 def _preload():
     """Import, in a thread of its own, what the first stop will need and nothing imported yet
-    (pyelftools' DWARF CFI reader: the C library's frames are unwound through its CFI), while LLDB
-    goes on with the user's commands (it holds Python's lock only while it runs Python)."""
+    (pyelftools' DWARF CFI reader: the C library's frames are unwound through its CFI; the
+    unwinder, which finds the functions on the stacks; the side file's writer), while LLDB goes
+    on with the user's commands (it holds Python's lock only while it runs Python)."""
     import threading
 
     def run():
         try:
-            from ..core import pyelftools
-            pyelftools.load()
-            import elftools.dwarf.callframe  # noqa: F401
-            import elftools.dwarf.dwarf_expr  # noqa: F401
+            with parallel.IMPORTING:          # (a fork waits: core.parallel)
+                from ..core import pyelftools
+                pyelftools.load()
+                import elftools.dwarf.callframe  # noqa: F401
+                import elftools.dwarf.dwarf_expr  # noqa: F401
+                from ..core.elf import sidefile  # noqa: F401
+                from .command import backtrace  # noqa: F401
         except Exception:
             pass                  # (imported again where it is needed, and fails there in words)
     threading.Thread(target=run, name="sframe-preload", daemon=True).start()
@@ -617,14 +623,14 @@ def install(debugger, package):
     if sidecache.cache_dir() not in paths:
         _run(debugger, "settings append target.debug-file-search-paths %s" % shlex.quote(sidecache.cache_dir()))
     class_name = "%s.sidefiles.%s" % (package, HOOK_CLASS)
-    _preload()
     if debugger.GetNumTargets() == 0:
         ensure_hook(debugger, class_name)
-        return
-    selected = debugger.GetSelectedTarget()
-    for i in range(debugger.GetNumTargets()):
-        target = debugger.GetTargetAtIndex(i)
-        debugger.SetSelectedTarget(target)
-        ensure_hook(debugger, class_name)
-        attach(debugger, target, print)
-    debugger.SetSelectedTarget(selected)
+    else:
+        selected = debugger.GetSelectedTarget()
+        for i in range(debugger.GetNumTargets()):
+            target = debugger.GetTargetAtIndex(i)
+            debugger.SetSelectedTarget(target)
+            ensure_hook(debugger, class_name)
+            attach(debugger, target, print)
+        debugger.SetSelectedTarget(selected)
+    _preload()            # (after the jobs these targets start are forked)

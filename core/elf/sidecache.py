@@ -28,14 +28,15 @@ import json
 import os
 import stat
 import struct
-from typing import Collection, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Collection, NamedTuple, Optional, Tuple, Union
 
 from ..dwarf.coverage import ALL_COVERED
-from ..dwarf.writer import Progress
 from ..errors import ElfError, NoSFrameError, SFrameError
-from . import sidefile
 from .image import SHF_ALLOC, load_elf, section_data, section_headers
 from .notes import build_id_of, debug_file_path
+
+if TYPE_CHECKING:
+    from ..dwarf.writer import Progress
 
 NO_SFRAME = "it has no SFrame section"
 COVERED = ALL_COVERED
@@ -280,7 +281,7 @@ def cached(program: str, directory: Optional[str] = None, debug_file: Optional[s
 
 
 def side_file(program: str, directory: Optional[str] = None, debug_file: Optional[str] = None,
-              progress: Optional[Progress] = None) -> Made:
+              progress: Optional["Progress"] = None) -> Made:
     """The side file of this copy of `program`, from the cache (checked) or written into it now.
     `debug_file`: the program's own separate debug file, whose debug information and symbols the
     side file carries too.  `progress`: told how far the analysis is, where it is written."""
@@ -291,6 +292,7 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     if got is not None:
         return got
     note = ""
+    from . import sidefile          # (the writer: not imported where only the cache is read)
     try:
         made = sidefile.write(program, at.entry, debug_file=debug_file, progress=progress)
         if made.functions == 0:
@@ -336,6 +338,7 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
     except CacheError as exc:
         return Made(None, str(exc))
     _remove_stale(where)
+    from . import sidefile
     path = os.path.join(where, "%s-%s-%d-%d.debug" % (at.copy.build_id.hex(), at.copy.shape, os.getpid(),
                                                        next(_STACK_FILES)))
     try:

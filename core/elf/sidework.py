@@ -28,6 +28,7 @@ import time
 import warnings
 from typing import List, NamedTuple, Optional
 
+from .. import parallel
 from . import sidecache
 
 
@@ -115,7 +116,8 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
             # (Python 3.12+ warns of a fork in a process with threads, the debugger's: the job
             # touches nothing of the debugger's)
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+            with parallel.no_import_running():
+                pid = os.fork()
     except OSError as exc:
         return "cannot start the analysis: %s" % exc.strerror
     if pid == 0:
