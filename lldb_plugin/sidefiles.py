@@ -604,6 +604,7 @@ def _preload():
                 pyelftools.load()
                 import elftools.dwarf.callframe  # noqa: F401
                 import elftools.dwarf.dwarf_expr  # noqa: F401
+
                 from ..core.elf import sidefile  # noqa: F401
                 from .command import backtrace  # noqa: F401
         except Exception:

@@ -14,6 +14,7 @@ independent tools and used by real debuggers that know nothing of SFrame.
 import bisect
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -26,9 +27,10 @@ from helpers.lldb import run_lldb
 from helpers.readelf import frames_column
 
 from sframekit.core.arch import abi as abimod
-from sframekit.core.dwarf import writer
+from sframekit.core.dwarf import ehframe, writer
 from sframekit.core.elf import sidefile
 from sframekit.core.elf.image import ElfImage
+from sframekit.core.errors import CfiError
 from sframekit.core.saves import analysis as saves
 from sframekit.core.sframe import format as F
 from sframekit.core.sframe.index import SFrameIndex
@@ -45,6 +47,9 @@ def _readelf_rows(text):
         if m:
             rows = tables.setdefault(int(m.group(1), 16), [])
             cols = None
+            continue
+        if "ZERO terminator" in line or re.match(r"[0-9a-f]+ [0-9a-f]+ [0-9a-f]+ CIE\b", line):
+            rows = None                           # (a CIE, .eh_frame's end: no FDE's rows)
             continue
         words = re.sub(r"\b(r\d+) \(\w+\)", r"\1", line).split()    # "r17 (f2)": one column
         if rows is None or not words:
@@ -147,6 +152,54 @@ def test_cfi_says_what_sframe_says(corpus, tmp_path, monkeypatch, toolchain):
     print("%s: %d side files, %d FDEs, %d (instruction, column) places equal to SFrame and the analysis"
           % (toolchain, len(paths), fdes, checked))
     assert checked > 10000
+
+
+@pytest.mark.parametrize("toolchain", TOOLCHAINS)
+def test_eh_frame_says_what_debug_frame_says(corpus, tmp_path, toolchain):
+    """The side file's rows as `.eh_frame` (core.dwarf.ehframe: LLDB 23's first side file): readelf
+    and llvm-dwarfdump read it without a complaint, and readelf's rows of every FDE are those of
+    the `.debug_frame` form, callee-saved registers included, in either byte order."""
+    paths = sorted({b.noeh for b in corpus.select(toolchain=toolchain)})
+    fdes = 0
+    for k, path in enumerate(paths):
+        rows = []
+        for form in ("debug", "eh"):
+            out = tmp_path / ("%d.%s" % (k, form))
+            sidefile.write(str(path), str(out), workers=1, eh_frame=form == "eh")
+            r = subprocess.run(["readelf", "--debug-dump=frames-interp", str(out)], capture_output=True, text=True)
+            assert r.returncode == 0 and not r.stderr and "Warning" not in r.stdout, (path, form, r.stderr)
+            assert ("Contents of the .eh_frame section" in r.stdout) == (form == "eh"), (path, form)
+            rows.append(_readelf_rows(r.stdout))
+        assert rows[0] == rows[1] and len(rows[0]) > 3, path
+        fdes += len(rows[0])
+        d = T.run_in("sid", ["llvm-dwarfdump-23", "--eh-frame", str(tmp_path / ("%d.eh" % k))], binds=[tmp_path])
+        assert d.returncode == 0 and not d.stderr.strip() and not re.search(r"(?i)\b(error|warning)\b", d.stdout), \
+            (path, d.stderr[-2000:], d.stdout[-2000:])
+        assert d.stdout.count(" FDE cie=") == len(rows[0]), path
+    print("%s: %d programs, %d FDEs with the same rows in both forms" % (toolchain, len(paths), fdes))
+
+
+def test_eh_frame_rewrite_refuses_what_it_cannot_read():
+    """A `.debug_frame` the rewrite cannot take: CfiError naming the offset, nothing else."""
+    cie = struct.pack("<IIB", 12, 0xFFFFFFFF, 3) + b"\0" + bytes([1, 0x78, 16]) + b"\0\0\0"
+    fde = struct.pack("<IIQQ", 20, 0, 0x1000, 0x10)
+    good = ehframe.from_debug_frame(cie + fde, False)
+    assert good.endswith(b"\0" * 4) and struct.unpack_from("<I", good, 4)[0] == 0     # a CIE, id 0
+    cases = {
+        "runs past the section": cie + fde[:-3],
+        "64-bit DWARF": struct.pack("<IQ", 0xFFFFFFFF, 0) + cie,
+        "no CIE": cie + struct.pack("<IIQQ", 20, 0x40, 0x1000, 0x10),
+        "augmentation": struct.pack("<IIB", 14, 0xFFFFFFFF, 3) + b"zP\0" + bytes([1, 0x78, 16]) + b"\0\0\0",
+        "inside its address range": cie + struct.pack("<IIQ", 12, 0, 0x1000),
+    }
+    for what, data in cases.items():
+        with pytest.raises(CfiError, match=r"0x[0-9a-f]+"):
+            ehframe.from_debug_frame(data, False)
+        for cut in range(len(data)):          # (every prefix: an error or a section, never another exception)
+            try:
+                ehframe.from_debug_frame(data[:cut], False)
+            except CfiError:
+                pass
 
 
 # -- GDB, without the plugin ------------------------------------------------------------------------

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 from ..errors import CfiError
-from .writer import uleb128
+from .writer import CIE_ID_32, uleb128
 
-DEBUG_FRAME_CIE_ID = 0xFFFFFFFF
-EH_CIE_VERSION = 3               # the return-address column as ULEB128
+_SECTION = ".debug_frame"
+EH_CIE_VERSION = 1               # the return-address column a byte (LLVM reads no other version here)
 DW_EH_PE_absptr = 0x00
 _KNOWN_AUGMENTATION = frozenset("SB")    # the letters without data that may follow "zR" (a signal frame, AArch64's B key)
 
@@ -33,7 +33,7 @@ def _uleb(data: bytes, pos: int, end: int, what: str) -> int:
         if not data[pos] & 0x80:
             return pos + 1
         pos += 1
-    raise CfiError("%s at %#x runs past its entry" % (what, pos))
+    raise CfiError(_SECTION, pos, "%s runs past its entry" % what)
 
 
 
@@ -41,7 +41,8 @@ def _uleb(data: bytes, pos: int, end: int, what: str) -> int:
 @dataclass
 class _Cie:
     augmentation: str
-    aligns_and_ra: bytes        # code alignment, data alignment, return-address column
+    aligns: bytes               # code alignment, data alignment (ULEB128, SLEB128)
+    ra: int                     # the return-address column
     instructions: bytes
     address_size: int
 
@@ -51,29 +52,34 @@ def _cie(data: bytes, at: int, body: int, end: int, address_size: int) -> _Cie:
     pos = body + 1
     nul = data.find(b"\0", pos, end)
     if version not in (1, 3, 4) or nul < 0:
-        raise CfiError("the CIE at %#x: version %d or its augmentation is not one this rewrite reads" % (at, version))
+        raise CfiError(_SECTION, at, "CIE version %d, or an augmentation without its end, is not one this "
+                       "rewrite reads" % version)
     augmentation = data[pos:nul].decode("ascii", "replace")
     if set(augmentation) - _KNOWN_AUGMENTATION:
-        raise CfiError("the CIE at %#x: augmentation %r is not one this rewrite reads" % (at, augmentation))
+        raise CfiError(_SECTION, at, "the CIE's augmentation %r is not one this rewrite reads" % augmentation)
     pos = nul + 1
     if version == 4:
+        if pos + 2 > end:
+            raise CfiError(_SECTION, at, "the CIE ends before its address size")
         address_size = data[pos]
         pos += 2                 # (address size, segment selector size)
     first = pos
     pos = _uleb(data, pos, end, "code alignment")
     pos = _uleb(data, pos, end, "data alignment")
+    aligns = data[first:pos]
     if version == 1:
         if pos >= end:
-            raise CfiError("the CIE at %#x ends before its return-address column" % at)
-        ra = data[pos:pos + 1]
-        aligns_and_ra = data[first:pos] + uleb128(ra[0])
-        pos += 1
+            raise CfiError(_SECTION, at, "the CIE ends before its return-address column")
+        ra, pos = data[pos], pos + 1
     else:
         ra_end = _uleb(data, pos, end, "return-address column")
-        aligns_and_ra, pos = data[first:ra_end], ra_end
+        ra = sum((b & 0x7F) << (7 * k) for k, b in enumerate(data[pos:ra_end]))
+        pos = ra_end
+    if ra > 0xFF:
+        raise CfiError(_SECTION, at, "the return-address column %d does not fit a CIE of version 1" % ra)
     if address_size not in (4, 8):
-        raise CfiError("the CIE at %#x: address size %d" % (at, address_size))
-    return _Cie(augmentation, aligns_and_ra, data[pos:end], address_size)
+        raise CfiError(_SECTION, at, "the CIE's address size is %d" % address_size)
+    return _Cie(augmentation, aligns, ra, data[pos:end], address_size)
 
 
 def from_debug_frame(data: bytes, big_endian: bool, address_size: int = 8) -> bytes:
@@ -87,16 +93,16 @@ def from_debug_frame(data: bytes, big_endian: bool, address_size: int = 8) -> by
     pos = 0
     while pos < len(data):
         if pos + 4 > len(data):
-            raise CfiError("the entry at %#x: its length runs past the section's end" % pos)
+            raise CfiError(_SECTION, pos, "the entry's length runs past the section's end")
         length = u32.unpack_from(data, pos)[0]
         if length == 0xFFFFFFFF:
-            raise CfiError("the entry at %#x is 64-bit DWARF, which this rewrite does not read" % pos)
+            raise CfiError(_SECTION, pos, "64-bit DWARF, which this rewrite does not read")
         end = pos + 4 + length
         if length < 4 or end > len(data):
-            raise CfiError("the entry at %#x: length %d runs past the section's end" % (pos, length))
-        if u32.unpack_from(data, pos + 4)[0] == DEBUG_FRAME_CIE_ID:
+            raise CfiError(_SECTION, pos, "the entry's length %d runs past the section's end" % length)
+        if u32.unpack_from(data, pos + 4)[0] == CIE_ID_32:
             if length < 5:
-                raise CfiError("the CIE at %#x is too short" % pos)
+                raise CfiError(_SECTION, pos, "the CIE is too short")
             cies[pos] = _cie(data, pos, pos + 8, end, address_size)
         entries.append((pos, pos + 8, end))
         pos = end
@@ -111,7 +117,7 @@ def from_debug_frame(data: bytes, big_endian: bool, address_size: int = 8) -> by
         if at not in placed:
             cie = cies[at]
             body = bytearray(u32.pack(0))
-            body += bytes([EH_CIE_VERSION]) + b"zR" + cie.augmentation.encode() + b"\0" + cie.aligns_and_ra
+            body += bytes([EH_CIE_VERSION]) + b"zR" + cie.augmentation.encode() + b"\0" + cie.aligns + bytes([cie.ra])
             body += uleb128(1) + bytes([DW_EH_PE_absptr]) + cie.instructions
             align(body, cie.address_size)
             placed[at] = len(out)
@@ -124,10 +130,10 @@ def from_debug_frame(data: bytes, big_endian: bool, address_size: int = 8) -> by
             continue
         cie_at = u32.unpack_from(data, at + 4)[0]
         if cie_at not in cies:
-            raise CfiError("the FDE at %#x points to %#x, where no CIE is" % (at, cie_at))
+            raise CfiError(_SECTION, at, "the FDE's CIE pointer %#x is not a CIE" % cie_at)
         size = cies[cie_at].address_size
         if body_at + 2 * size > end:
-            raise CfiError("the FDE at %#x ends inside its address range" % at)
+            raise CfiError(_SECTION, at, "the FDE ends inside its address range")
         where = place_cie(cie_at)
         body = bytearray(u32.pack(len(out) + 4 - where))
         body += data[body_at:body_at + 2 * size] + b"\0" + data[body_at + 2 * size:end]

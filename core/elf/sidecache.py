@@ -292,7 +292,7 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     if got is not None:
         return got
     note = ""
-    from . import sidefile          # (the writer: not imported where only the cache is read)
+    from . import sidefile  # (the writer: not imported where only the cache is read)
     try:
         made = sidefile.write(program, at.entry, debug_file=debug_file, progress=progress)
         if made.functions == 0:

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Callable, Collection, List, Optional, Tuple
 
 from ..arch import abi as abimod
-from ..dwarf.coverage import CfiIndex
 from ..dwarf import ehframe
+from ..dwarf.coverage import CfiIndex
 from ..dwarf.writer import Progress, debug_frame
 from ..errors import ElfError
 from ..sframe.index import SFrameIndex
