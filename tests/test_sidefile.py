@@ -188,12 +188,12 @@ def test_eh_frame_rewrite_refuses_what_it_cannot_read():
     cases = {
         "runs past the section": cie + fde[:-3],
         "64-bit DWARF": struct.pack("<IQ", 0xFFFFFFFF, 0) + cie,
-        "no CIE": cie + struct.pack("<IIQQ", 20, 0x40, 0x1000, 0x10),
+        "not a CIE": cie + struct.pack("<IIQQ", 20, 0x40, 0x1000, 0x10),
         "augmentation": struct.pack("<IIB", 14, 0xFFFFFFFF, 3) + b"zP\0" + bytes([1, 0x78, 16]) + b"\0\0\0",
         "inside its address range": cie + struct.pack("<IIQ", 12, 0, 0x1000),
     }
     for what, data in cases.items():
-        with pytest.raises(CfiError, match=r"0x[0-9a-f]+"):
+        with pytest.raises(CfiError, match=r"at byte offset 0x[0-9a-f]+: .*%s" % what):
             ehframe.from_debug_frame(data, False)
         for cut in range(len(data)):          # (every prefix: an error or a section, never another exception)
             try:
