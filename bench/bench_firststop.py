@@ -7,8 +7,8 @@ alone on the copy that keeps `.eh_frame`; the same stop, the same run.  Prints f
 A session: `lldb -b` on the program, a breakpoint, `run`, `bt`; timed from LLDB's start to the
 end of `bt`'s output (wall clock, printed by LLDB's Python after it).  With the plugin the session
 also waits, after `bt`, for the side file with registers (`sframe info --wait`): the time until
-it is attached (LLDB 16; LLDB 19 and later read a module's first side file through the session:
-there, until it is written, for the next session).  Then the job that wrote it has ended, and the next session starts on a quiet
+it is attached (LLDB 16 takes a side file that replaces another; LLDB 23 a first one's `.eh_frame`,
+then the second's `.debug_frame`).  Then the job that wrote it has ended, and the next session starts on a quiet
 machine.  The configurations take turns, R rounds each, after one session of each not counted
 (the plugin's modules compiled once, as Python keeps them for a user: PYTHONDONTWRITEBYTECODE is
 taken out of the environment); the median of each is reported.
@@ -126,7 +126,7 @@ def main():
                       "an empty cache %.2f s (%d frames): ratio %.2f (target <= 1.3); the side file with registers "
                       "%s at %.2f s (medians of %d)" % (
                           lldb, name, n_eh, a, b, n_side, b / a,
-                          "attached" if lldb == 16 else "written (LLDB %d reads it from the next session)" % lldb,
+                          "attached",
                           statistics.median(f for f in full if f is not None), args.rounds))
                 sys.stdout.flush()
     finally:

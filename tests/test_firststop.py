@@ -70,10 +70,10 @@ def _frames(stdout, tag):
     return out
 
 
-def _compare(got, want, what):
-    """(registers equal, unavailable) over every outer frame; AssertionError on a PC or a value
-    that differs."""
-    assert [pc for pc, _ in got] == [pc for pc, _ in want] and len(want) > 40, (what, got[:5], want[:5])
+def _compare(got, want, what, least=40):
+    """(registers equal, unavailable) over every outer frame (more than `least`); AssertionError on
+    a PC or a value that differs."""
+    assert [pc for pc, _ in got] == [pc for pc, _ in want] and len(want) > least, (what, got[:5], want[:5])
     same = missing = 0
     for k, ((_pc, regs), (_pc2, ref)) in enumerate(zip(got, want)):
         for r in REGS:
@@ -198,3 +198,36 @@ def test_two_sessions_at_once_do_the_work_once(tmp_path, monkeypatch):
     _one_entry(cache, noeh, tmp_path)
     log = next(cache.rglob("*.log")).read_text()
     assert log.count("wrote it in") == 1, log
+
+
+def test_lldb23_other_functions_before_the_registers(tmp_path, monkeypatch):
+    """LLDB 23 reads a module's first `.eh_frame` through the session: at a later stop whose
+    stacks hold functions the first stop's file lacks, before the side file with registers is
+    written, every function's CFA, RA and FP rows go as its `.debug_frame`: right frames there, no
+    wrong register, and the registers from the next session on."""
+    cache = tmp_path / "cfi"
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
+    eh, noeh = _copies("sid", tmp_path)
+    # (the second stop: the statement's execution, after its code was generated; not on the
+    # first stop's stacks)
+    later = ["breakpoint delete 1", "breakpoint set -n sqlite3VdbeExec", "process continue",
+             "script print('@@ second')", "bt", FRAMES, "script print('@@ end-second')"]
+    ref = run_lldb(23, _stop(eh, tmp_path, "ref") + later + ["process kill"], tmp_path, "ref", preamble=False)
+    lines = _stop(noeh, tmp_path, "first") + later + [
+        "script print('@@ info')", "sframe info", "script print('@@ end-info')", "process kill"]
+    s = run_lldb(23, lines, tmp_path, "first")
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-3000:]
+    _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB 23, first stop")
+    same, missing = _compare(_frames(s.stdout, "second"), _frames(ref.stdout, "second"), "LLDB 23, second stop", 3)
+    info = s.stdout.split("@@ info", 1)[1].split("@@ end-info", 1)[0]
+    print("second stop: %d registers equal, %d unavailable; %s" % (same, missing, re.findall(r"sqlite: .*", info)))
+    if "sqlite: attached (" not in info:
+        # (the job had not written it at the second stop: the file of every function's rows)
+        assert "sqlite: attached, CFA, RA and FP only" in info, info
+        assert missing > 0, (same, missing)
+    _settled(cache)
+    s2 = run_lldb(23, _stop(noeh, tmp_path, "later") + later + ["process kill"], tmp_path, "later")
+    assert s2.returncode == 0, s2.stdout[-3000:]
+    same, missing = _compare(_frames(s2.stdout, "second"), _frames(ref.stdout, "second"), "LLDB 23, next session", 3)
+    assert same > 0 and missing <= same // 10, (same, missing)
