@@ -126,11 +126,13 @@ def frame_state(frame, abi, full):
     def read(num):
         if num not in abi.regnames or not abi.is_register(num):
             return None
-        value = register_value(frame, _regnames(abi, num))
-        if value is None and num == abi.sp:
-            sp = frame.GetSP()
-            value = None if sp == INVALID else sp
-        return value
+        if num in (abi.sp, abi.fp):
+            # SBFrame's own SP and FP (LLDB's generic ones: the ABI's), without the value object
+            # FindRegister makes: LLDB 23's first one at a stop costs 50 ms.
+            got = frame.GetSP() if num == abi.sp else frame.GetFP()
+            if got != INVALID:
+                return got
+        return register_value(frame, _regnames(abi, num))
     state = frame_from_registers(abi, pc, read, full=full, level=frame.GetFrameID())
     if state.sp is None:
         raise UserError("frame #%d has no stack pointer" % frame.GetFrameID())
