@@ -353,11 +353,16 @@ _EH_FILES = {}       # a side file of the stacks' functions as .eh_frame -> its 
 
 def _small(path):
     """Is the module's code small enough that its analysis costs the first stop little (about a
-    tenth of a second: core.dwarf.writer.CODE_PER_WORKER)?"""
+    tenth of a second: core.dwarf.writer.CODE_PER_WORKER; `SFRAME_LLDB_AT_ONCE` bytes of code,
+    where set: 0, every module's side file with registers written behind)?"""
     from ..core.dwarf.writer import CODE_PER_WORKER
+    try:
+        limit = int(os.environ.get("SFRAME_LLDB_AT_ONCE", CODE_PER_WORKER))
+    except ValueError:
+        limit = CODE_PER_WORKER
     index = _coverage(path)[1]
     lo, hi = index.text_range()
-    return hi - lo <= CODE_PER_WORKER
+    return hi - lo <= limit
 
 
 _SESSION_FILES = {}        # (target key, module path) -> its own debug file: the side file with registers for next time

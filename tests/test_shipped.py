@@ -135,11 +135,14 @@ def test_entry_code_of_every_toolchain_is_found(shipped):
 
 # -- LLDB: its own bt through the side file, and `sframe bt` ---------------------------------------
 
-LLDB_CASES = [(16, "host"), (19, "trixie"), (21, "sid"), (23, "sid")]
+# (the last: every module's side file with registers written behind, none at once however small:
+# LLDB 23's first stop through the stacks' functions as .eh_frame, on every shape)
+LLDB_CASES = [(16, "host", False), (19, "trixie", False), (21, "sid", False), (23, "sid", False), (23, "sid", True)]
 
 
-@pytest.mark.parametrize("lldb,toolchain", LLDB_CASES, ids=["lldb%d-%s" % c for c in LLDB_CASES])
-def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain):
+@pytest.mark.parametrize("lldb,toolchain,behind", LLDB_CASES,
+                         ids=["lldb%d-%s%s" % (c[0], c[1], "-behind" if c[2] else "") for c in LLDB_CASES])
+def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain, behind):
     """LLDB's own bt after the plugin's import, on each shape without `.eh_frame`, equals its bt of
     the same shape with it (PCs; `_start` at most once), and so does `sframe bt`; where an LLDB
     cannot take a side file (LLDB 16 to 22 and a program with debug information), `sframe info`
@@ -150,6 +153,8 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
     is right.  Last, the plugin imported after the target is created (LLDB 16 takes a side file
     added to a module without symbols only when added twice)."""
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
+    if behind:
+        monkeypatch.setenv("SFRAME_LLDB_AT_ONCE", "0")
     work = shipped[toolchain]
     first = ("strip-s", "strip-debug", "g", "strip-s-nopie", "lib-linked", "lib-dlopen", "debuglink")
     second = ("strip-s-nopie", "strip-debug", "strip-s")
@@ -188,7 +193,12 @@ def test_shipped_shapes_in_lldb(shipped, tmp_path, monkeypatch, lldb, toolchain)
                 assert "prog: not attached: LLDB %d drops a module's load addresses" % lldb in info, info
                 continue
             module = "libship.so" if shape in S.LIBRARY_SHAPES else "prog"
-            assert "%s: attached (" % module in info, info
+            if behind and "%s: attached, CFA, RA and FP only" % module in info:
+                # (another copy of the build had its entry written, which LLDB found by build ID
+                # as it made the module: that copy's .debug_frame is the module's for the session)
+                assert shape != order[0] or k > 0, info
+            else:
+                assert "%s: attached (" % module in info, info
             if shape in S.LIBRARY_SHAPES:
                 assert "prog: not attached: its own DWARF CFI covers every function its SFrame does" in info, info
             own = blocks["own-" + shape]
