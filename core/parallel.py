@@ -31,11 +31,12 @@ IMPORTING = threading.Lock()
 
 
 @contextlib.contextmanager
-def no_import_running(timeout: float = 10.0) -> Iterator[None]:
-    """Hold IMPORTING (for a fork): at most `timeout` seconds' wait, never a deadlock."""
+def no_import_running(timeout: float = 10.0) -> Iterator[bool]:
+    """Hold IMPORTING (for a fork): at most `timeout` seconds' wait, never a deadlock.  Gives
+    whether it holds it: where not, the caller does not fork."""
     got = IMPORTING.acquire(timeout=timeout)
     try:
-        yield
+        yield got
     finally:
         if got:
             IMPORTING.release()
@@ -112,7 +113,9 @@ def _start(fn, parts, queue: int, others: List[int]):
             # Python 3.12+ warns that a fork of a process with threads (the debugger's) may
             # deadlock in the child: the child here only computes and writes to its pipe.
             warnings.simplefilter("ignore", DeprecationWarning)
-            with no_import_running():
+            with no_import_running() as quiet:
+                if not quiet:
+                    raise OSError("another thread is importing modules")      # (this process runs the parts)
                 pid = os.fork()
             if pid == 0:
                 _child(fn, parts, queue, r, w, others)     # (never returns)

@@ -167,7 +167,8 @@ def _verdict(debugger, target, path, symfile, addr, quick):
     if addr is None:
         return SideFileStatus(state, symfile)
     plan = _plan_at(debugger, target, addr)
-    if plan is not None and plan not in ("DWARF CFI", "eh_frame CFI"):
+    # (a file of the stacks' functions may be .eh_frame: LLDB 23, EH_FRAME_FIRST)
+    if plan is not None and not any(name in plan for name in (("DWARF CFI", "eh_frame CFI") if quick else ("DWARF CFI",))):
         return _not_attached("LLDB does not unwind with it (its unwind plan at %#x is '%s'); sframe bt unwinds "
                              "the module" % (addr, plan))
     # (a file of the functions on the stacks is made again when they change: not checked so)
@@ -311,7 +312,7 @@ def _attach_one(debugger, target, module, major, report):
             _run(debugger, "target symbols add %s" % shlex.quote(own), target)
         return _not_attached("LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
-    if ours and _added_as(symfile) in _EH_FILES:
+    if ours and sidecache.is_eh(symfile):
         # (a side file of the stacks' functions as .eh_frame, attached before this process: the
         # module's .debug_frame is still to come)
         return _quick(debugger, target, module, path, own, report, True, _added_as(symfile))
@@ -324,9 +325,10 @@ def _attach_one(debugger, target, module, major, report):
         # Not in the cache: the functions on the stacks at once, the rest with registers behind.
         return _quick(debugger, target, module, path, own, report)
     if made is None and major >= EH_FRAME_FIRST and not _small(path) and not (
-            ours or module.FindSection(".debug_frame").IsValid()):
+            ours or module.FindSection(".debug_frame").IsValid() or module.FindSection(".eh_frame").IsValid()):
         # The same, the functions on the stacks as .eh_frame: the module's .debug_frame is the
-        # side file's with registers, when it is written.
+        # side file's with registers, when it is written.  (Not where the module has CFI of its
+        # own, which would be LLDB's first .eh_frame or .debug_frame.)
         return _quick(debugger, target, module, path, own, report, True)
     if made is None and not _small(path):
         # LLDB 19 and later read only the first side file of a module: every function's CFA, RA
@@ -453,6 +455,10 @@ def _follow(debugger, target, module, path, report):
         quick.restarted = True          # (it was killed: once more)
         sidework.start(path, debug_file=quick.own)
         job = sidework.state(path, debug_file=quick.own)
+    if quick.eh_frame and not job.running and (job.failed or quick.restarted):
+        # (no side file with registers for this session: every function's CFA, RA and FP now)
+        del _QUICK[key]
+        return _session_file(debugger, target, module, path, quick.own, report)
     if not has_state(target.GetProcess()):
         return SideFileStatus(SideFileState.WRITING, None, job.text())
     wanted = _stack_functions(target, path)
@@ -470,6 +476,8 @@ def _follow(debugger, target, module, path, report):
                                        quick.eh_frame)
         if side is None:
             del _QUICK[key]                       # (final: not tried again at every stop)
+            if quick.eh_frame and failed is not None:
+                return _session_file(debugger, target, module, path, quick.own, report)
             return failed
         if quick.path is not None:
             sidecache.discard(quick.path)

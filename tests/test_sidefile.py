@@ -191,6 +191,8 @@ def test_eh_frame_rewrite_refuses_what_it_cannot_read():
         "not a CIE": cie + struct.pack("<IIQQ", 20, 0x40, 0x1000, 0x10),
         "augmentation": struct.pack("<IIB", 14, 0xFFFFFFFF, 3) + b"zP\0" + bytes([1, 0x78, 16]) + b"\0\0\0",
         "inside its address range": cie + struct.pack("<IIQ", 12, 0, 0x1000),
+        "segment selector size": struct.pack("<IIB", 14, 0xFFFFFFFF, 4) + b"\0" + bytes([4, 0, 1, 0x78, 16])
+        + b"\0\0\0" + struct.pack("<IIQQ", 20, 0, 0x1000, 0x10),         # (a version 4 CIE, 4-byte addresses)
     }
     for what, data in cases.items():
         with pytest.raises(CfiError, match=r"at byte offset 0x[0-9a-f]+: .*%s" % what):

@@ -1,11 +1,11 @@
 """A `.debug_frame` section rewritten as `.eh_frame`: the same rows, in the form a debugger reads
 from a module's loaded CFI.
 
-Why: LLDB 19 and later make their reader of a module's `.debug_frame` once and keep it for the
-session, but make the `.eh_frame` reader when a symbol file first brings that section (LLDB 23
-takes it from a side file where it is allocated) and prefer it.  So a side file of the functions
-on the stacks can go first, as `.debug_frame`, and the one with registers after it, as
-`.eh_frame`, in the same session (../shared/facts.md).
+Why: LLDB 23 makes its reader of a module's `.eh_frame`, and of its `.debug_frame`, each once:
+when the first symbol file that has one is added (a side file's `.eh_frame` need not be
+allocated: the addresses are absolute), and it prefers `.debug_frame`.  So a side file of the
+functions on the stacks can go first, as `.eh_frame`, and the one with registers after it, its
+`.debug_frame`, in the same session (lldb_plugin.sidefiles).
 
 What changes (LSB's "Exception Frames" and DWARF 4, 6.4.1): the CIE id is 0 and an FDE's CIE
 pointer counts back from the pointer itself; the CIE's augmentation starts "zR" (augmentation data
@@ -61,7 +61,9 @@ def _cie(data: bytes, at: int, body: int, end: int, address_size: int) -> _Cie:
     if version == 4:
         if pos + 2 > end:
             raise CfiError(_SECTION, at, "the CIE ends before its address size")
-        address_size = data[pos]
+        if data[pos] != address_size or data[pos + 1]:
+            raise CfiError(_SECTION, at, "the CIE's address size %d and segment selector size %d are not the "
+                           "file's %d and 0" % (data[pos], data[pos + 1], address_size))
         pos += 2                 # (address size, segment selector size)
     first = pos
     pos = _uleb(data, pos, end, "code alignment")

@@ -31,7 +31,7 @@ import struct
 from typing import TYPE_CHECKING, Collection, NamedTuple, Optional, Tuple, Union
 
 from ..dwarf.coverage import ALL_COVERED
-from ..errors import ElfError, NoSFrameError, SFrameError
+from ..errors import CfiError, ElfError, NoSFrameError, SFrameError
 from .image import SHF_ALLOC, load_elf, section_data, section_headers
 from .notes import build_id_of, debug_file_path
 
@@ -302,7 +302,7 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
         note = NO_SFRAME
     except SFrameError as exc:
         return Made(None, str(exc), sframe=False)
-    except ElfError as exc:
+    except (ElfError, CfiError) as exc:
         return Made(None, str(exc))
     except OSError as exc:
         return Made(None, "cannot write the side file into the cache %s: %s" % (at.directory, exc.strerror))
@@ -339,19 +339,24 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
         return Made(None, str(exc))
     _remove_stale(where)
     from . import sidefile
-    path = os.path.join(where, "%s-%s-%d-%d.debug" % (at.copy.build_id.hex(), at.copy.shape, os.getpid(),
-                                                       next(_STACK_FILES)))
+    path = os.path.join(where, "%s-%s-%d-%d%s.debug" % (at.copy.build_id.hex(), at.copy.shape, os.getpid(),
+                                                         next(_STACK_FILES), ".eh" if eh_frame else ""))
     try:
         sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts, eh_frame=eh_frame)
     except NoSFrameError:
         return Made(None, NO_SFRAME, sframe=False)
     except SFrameError as exc:
         return Made(None, str(exc), sframe=False)
-    except ElfError as exc:
+    except (ElfError, CfiError) as exc:
         return Made(None, str(exc))
     except OSError as exc:
         return Made(None, "cannot write the side file into the cache %s: %s" % (where, exc.strerror))
     return Made(path, "CFA, RA and FP", True)
+
+
+def is_eh(path: str) -> bool:
+    """Is `path` a file `partial` made as `.eh_frame`?"""
+    return is_partial(path) and path.endswith((".eh.debug", ".eh.debug.again"))
 
 
 def is_partial(path: str) -> bool:

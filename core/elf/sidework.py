@@ -116,7 +116,9 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
             # (Python 3.12+ warns of a fork in a process with threads, the debugger's: the job
             # touches nothing of the debugger's)
             warnings.simplefilter("ignore", DeprecationWarning)
-            with parallel.no_import_running():
+            with parallel.no_import_running() as quiet:
+                if not quiet:
+                    return "cannot start the analysis yet (another thread is importing modules)"
                 pid = os.fork()
     except OSError as exc:
         return "cannot start the analysis: %s" % exc.strerror
