@@ -456,9 +456,7 @@ def _follow(debugger, target, module, path, report):
         sidework.start(path, debug_file=quick.own)
         job = sidework.state(path, debug_file=quick.own)
     if quick.eh_frame and not job.running and (job.failed or quick.restarted):
-        # (no side file with registers for this session: every function's CFA, RA and FP now)
-        del _QUICK[key]
-        return _session_file(debugger, target, module, path, quick.own, report)
+        return _every_function(debugger, target, module, path, report)     # (no side file with registers)
     if not has_state(target.GetProcess()):
         return SideFileStatus(SideFileState.WRITING, None, job.text())
     wanted = _stack_functions(target, path)
@@ -468,16 +466,15 @@ def _follow(debugger, target, module, path, report):
         return SideFileStatus(SideFileState.WRITING, None, job.text())
     if quick.eh_frame and quick.path is not None and not wanted <= quick.starts:
         # (LLDB reads a module's first .eh_frame through the session: other functions on the stacks
-        # now, and no side file with registers yet, so every function's CFA, RA and FP now)
-        del _QUICK[key]
-        return _session_file(debugger, target, module, path, quick.own, report)
+        # now, and no side file with registers yet)
+        return _every_function(debugger, target, module, path, report)
     if quick.path is None or not wanted <= quick.starts:
         side, failed = _attach_partial(debugger, target, module, path, quick.starts | wanted, quick.own,
                                        quick.eh_frame)
         if side is None:
-            del _QUICK[key]                       # (final: not tried again at every stop)
             if quick.eh_frame and failed is not None:
-                return _session_file(debugger, target, module, path, quick.own, report)
+                return _every_function(debugger, target, module, path, report)
+            del _QUICK[key]                       # (final: not tried again at every stop)
             return failed
         if quick.path is not None:
             sidecache.discard(quick.path)
@@ -490,9 +487,16 @@ def _follow(debugger, target, module, path, report):
     if st.state is SideFileState.STACK:
         return SideFileStatus(SideFileState.STACK, quick.path, job.text())
     if quick.eh_frame and st.state is SideFileState.NOT_ATTACHED:
-        del _QUICK[key]                           # (a version that does not read it: as before)
-        return _session_file(debugger, target, module, path, quick.own, report)
+        return _every_function(debugger, target, module, path, report)     # (a version that does not read it)
     return st
+
+
+def _every_function(debugger, target, module, path, report):
+    """Where a module's `.eh_frame` file of the stacks' functions cannot serve the session (and no
+    side file with registers is there yet): every function's CFA, RA and FP now, as `.debug_frame`
+    (`_session_file`), the registers from the next session on."""
+    quick = _QUICK.pop((_target_key(target), path))
+    return _session_file(debugger, target, module, path, quick.own, report)
 
 
 def _stack_functions(target, path):

@@ -36,8 +36,6 @@ def _uleb(data: bytes, pos: int, end: int, what: str) -> int:
     raise CfiError(_SECTION, pos, "%s runs past its entry" % what)
 
 
-
-
 @dataclass
 class _Cie:
     augmentation: str
