@@ -26,18 +26,18 @@ import shlex
 
 import lldb
 
-from ..core import parallel
 from ..core.elf import sidecache, sidework
+from ..core.elf.cachedir import cache_dir
 from ..core.elf.debugfile import separate_debug_file
 from ..core.report.status import SideFileState, SideFileStatus
 from ..core.unwind.modules import ModuleSet
 from ..core.unwind.tracker import file_identity
 from .access import has_state, sync
+from .stophook import run
 
 # (target, module path) -> what happened, for `sframe info`; targets are told apart by their
 # executable and the process (or core) they hold.
 _STATUS = {}          # (target key, module path) -> SideFileStatus
-HOOK_CLASS = "StopHook"
 
 
 def lldb_major():
@@ -55,22 +55,6 @@ def status(target):
     """{module path: what happened to its side file} for a target."""
     key = _target_key(target)
     return {path: st.text() for (t, path), st in _STATUS.items() if t == key}
-
-
-def _run(debugger, command, target=None):
-    """(succeeded, text) of an LLDB command; in the target's process where one is given (a stop
-    hook runs with no process selected for commands)."""
-    res = lldb.SBCommandReturnObject()
-    interp = debugger.GetCommandInterpreter()
-    if target is None:
-        interp.HandleCommand(command, res)
-    else:
-        process = target.GetProcess()
-        thread = process.GetSelectedThread() if process is not None and process.IsValid() else None
-        where = lldb.SBExecutionContext(thread) if thread is not None and thread.IsValid() else \
-            lldb.SBExecutionContext(target)
-        interp.HandleCommand(command, where, res)
-    return res.Succeeded(), (res.GetError() or res.GetOutput() or "").strip()
 
 
 _COVERAGE = {}        # file identity -> what _coverage says of it
@@ -135,7 +119,7 @@ _PLAN = re.compile(r"^(Synchronous|Asynchronous) \([^)]*\) UnwindPlan is '([^']*
 def _plan_at(debugger, target, addr):
     """The name of the unwind plan LLDB uses for a caller frame at `addr`: the one it names for
     call sites, else the one for every instruction (None: it names none)."""
-    ok, text = _run(debugger, "image show-unwind -a %#x" % addr, target)
+    ok, text = run(debugger, "image show-unwind -a %#x" % addr, target)
     plans = dict(m.groups() for m in _PLAN.finditer(text)) if ok else {}
     return plans.get("Synchronous") or plans.get("Asynchronous")
 
@@ -240,7 +224,7 @@ def _add(debugger, target, path, twice=True):
     symbol file replaces another: the same file added again, by another name (a hard link beside
     it), replaces it.  Once where not `twice`: LLDB 23 reads a first file's `.eh_frame` at once
     (measured), and each add reads the file's symbols again.  (None: done; else LLDB's error.)"""
-    ok, text = _run(debugger, "target symbols add %s" % shlex.quote(path), target)
+    ok, text = run(debugger, "target symbols add %s" % shlex.quote(path), target)
     if not ok or not twice:
         return None if ok else text
     again = path + ".again"
@@ -254,7 +238,7 @@ def _add(debugger, target, path, twice=True):
             os.replace(tmp, again)
     except OSError:
         return None
-    _run(debugger, "target symbols add %s" % shlex.quote(again), target)
+    run(debugger, "target symbols add %s" % shlex.quote(again), target)
     return None
 
 
@@ -297,7 +281,7 @@ def _attach_one(debugger, target, module, major, report):
     if first is None:
         return _not_attached(sidecache.COVERED)
     symfile = module.GetSymbolFileSpec().fullpath
-    cache = os.path.realpath(sidecache.cache_dir())
+    cache = os.path.realpath(cache_dir())
     ours = bool(symfile) and os.path.realpath(symfile).startswith(cache + os.sep)
     # A module with a separate debug file of its own: the side file carries its debug information
     # and symbols too, as it takes its place.  (Where LLDB took a side file from the cache by build
@@ -309,7 +293,7 @@ def _attach_one(debugger, target, module, major, report):
     if major < 23 and (own is not None and _has_debug_info(own) if ours else module.FindSection(".debug_info").IsValid()):
         if ours:
             # (a side file without the debug information LLDB would otherwise have: its own back)
-            _run(debugger, "target symbols add %s" % shlex.quote(own), target)
+            run(debugger, "target symbols add %s" % shlex.quote(own), target)
         return _not_attached("LLDB %d drops a module's load addresses when a side file replaces symbols "
                 "that hold debug information (LLDB 23 does not); sframe bt unwinds it" % major)
     if ours and sidecache.is_eh(symfile):
@@ -570,85 +554,3 @@ def attach(debugger, target, report=None):
             st = _not_attached("internal error: %s: %s" % (type(exc).__name__, exc))
         if st is not None:
             _STATUS[(key, path)] = st
-
-
-class StopHook:
-    """`target stop-hook add -P ...StopHook`: attach side files for new modules at every stop."""
-
-    def __init__(self, target, extra_args, internal_dict):
-        self.target = target
-
-    def handle_stop(self, exe_ctx, stream):
-        try:
-            target = exe_ctx.GetTarget()
-            if target is not None and target.IsValid():
-                attach(target.GetDebugger(), target, lambda line: stream.Print(line + "\n"))
-        except Exception:
-            pass
-        return True
-
-
-def _has_hook(debugger, class_name):
-    ok, text = _run(debugger, "target stop-hook list")
-    return ok and class_name in text
-
-
-_IN_DUMMY = []         # the debuggers whose dummy target has the stop hook: every new target copies it
-
-
-def ensure_hook(debugger, class_name):
-    """The stop hook in the selected target (or, with none, the dummy target every new one copies;
-    LLDB 23 lists such a copy's class as `<unknown>`: a target made after that needs nothing)."""
-    if debugger.GetID() in _IN_DUMMY and debugger.GetNumTargets():
-        return
-    if not _has_hook(debugger, class_name):
-        ok, _text = _run(debugger, "target stop-hook add -P %s" % class_name)
-        if ok and not debugger.GetNumTargets():
-            _IN_DUMMY.append(debugger.GetID())
-
-
-def _preload():
-    """Import, in a thread of its own, what the first stop will need and nothing imported yet
-    (pyelftools' DWARF CFI reader: the C library's frames are unwound through its CFI; the
-    unwinder, which finds the functions on the stacks; the side file's writer), while LLDB goes
-    on with the user's commands (it holds Python's lock only while it runs Python)."""
-    import threading
-
-    def run():
-        try:
-            with parallel.IMPORTING:          # (a fork waits: core.parallel)
-                from ..core import pyelftools
-                pyelftools.load()
-                import elftools.dwarf.callframe  # noqa: F401
-                import elftools.dwarf.dwarf_expr  # noqa: F401
-
-                from ..core.elf import sidefile  # noqa: F401
-                from .command import backtrace  # noqa: F401
-        except Exception:
-            pass                  # (imported again where it is needed, and fails there in words)
-    threading.Thread(target=run, name="sframe-preload", daemon=True).start()
-
-
-def install(debugger, package):
-    """At import: the cache as a debug-file search path, the stop hook, and the side files of the
-    targets that exist now."""
-    try:
-        sidecache.private_dir(sidecache.cache_dir())
-    except sidecache.CacheError as exc:
-        print("sframe: %s; LLDB's own bt will not use SFrame" % exc)
-        return
-    ok, paths = _run(debugger, "settings show target.debug-file-search-paths")
-    if sidecache.cache_dir() not in paths:
-        _run(debugger, "settings append target.debug-file-search-paths %s" % shlex.quote(sidecache.cache_dir()))
-    class_name = "%s.sidefiles.%s" % (package, HOOK_CLASS)
-    if debugger.GetNumTargets() == 0:
-        ensure_hook(debugger, class_name)
-    else:
-        selected = debugger.GetSelectedTarget()
-        for i in range(debugger.GetNumTargets()):
-            target = debugger.GetTargetAtIndex(i)
-            debugger.SetSelectedTarget(target)
-            ensure_hook(debugger, class_name)
-            attach(debugger, target, print)
-        debugger.SetSelectedTarget(selected)
-    _preload()            # (after the jobs these targets start are forked)

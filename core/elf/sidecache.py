@@ -26,12 +26,12 @@ import hashlib
 import itertools
 import json
 import os
-import stat
 import struct
 from typing import TYPE_CHECKING, Collection, NamedTuple, Optional, Tuple, Union
 
 from ..dwarf.coverage import ALL_COVERED
 from ..errors import CfiError, ElfError, NoSFrameError, SFrameError
+from .cachedir import CacheError, cache_dir, private_dir
 from .image import SHF_ALLOC, load_elf, section_data, section_headers
 from .notes import build_id_of, debug_file_path
 
@@ -43,21 +43,6 @@ COVERED = ALL_COVERED
 _META_VERSION = 2
 
 
-def cache_dir() -> str:
-    """$SFRAME_CFI_CACHE, else $SFRAME_CACHE/cfi, else $XDG_CACHE_HOME/sframe-gdb/cfi, else
-    ~/.cache/sframe-gdb/cfi."""
-    if os.environ.get("SFRAME_CFI_CACHE"):
-        return os.environ["SFRAME_CFI_CACHE"]
-    return os.path.join(cache_root(), "cfi")
-
-
-def cache_root() -> str:
-    """$SFRAME_CACHE, else $XDG_CACHE_HOME/sframe-gdb, else ~/.cache/sframe-gdb: where the
-    plugin keeps what it makes or copies."""
-    return os.environ.get("SFRAME_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "sframe-gdb")
-
-
 class Made(NamedTuple):
     """A program's side file (None when it needs none or cannot have one) and why."""
     path: Optional[str]
@@ -65,31 +50,6 @@ class Made(NamedTuple):
     written: bool = False        # written now, not found in the cache
     sframe: bool = True          # False: the program has no usable SFrame (nothing to say of it)
     redone: str = ""             # the cache entry was bad and was written again: why
-
-
-class CacheError(Exception):
-    """The cache cannot be used (one line: where, and why)."""
-
-
-def private_dir(path: str, what: str = "side-file cache") -> str:
-    """`path`, created if missing, as a directory only its owner, this user, can enter: a
-    directory another user owns is refused, a shared one made private.  `what`: the cache, as
-    errors name it."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.lstat(path)
-    except OSError as exc:
-        raise CacheError("cannot create the %s %s: %s" % (what, path, exc.strerror)) from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise CacheError("the %s %s is not a directory" % (what, path))
-    if st.st_uid != os.getuid():
-        raise CacheError("the %s %s belongs to another user (uid %d): not used" % (what, path, st.st_uid))
-    if st.st_mode & 0o077:
-        try:
-            os.chmod(path, 0o700)
-        except OSError as exc:
-            raise CacheError("cannot make the %s %s private: %s" % (what, path, exc.strerror)) from None
-    return path
 
 
 class _Copy(NamedTuple):

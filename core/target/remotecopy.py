@@ -13,8 +13,8 @@ import shutil
 import tempfile
 from typing import Callable, NamedTuple, Optional
 
+from ..elf.cachedir import CacheError, cache_root, private_dir
 from ..elf.notes import file_build_id
-from ..elf.sidecache import CacheError, cache_root, private_dir
 
 TARGET_PREFIX = "target:"
 _WHAT = "cache of copies of the target's files"

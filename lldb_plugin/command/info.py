@@ -2,7 +2,7 @@
 
 from ...core.cli import options as O
 from ...core.report.status import module_table
-from .. import sidefiles
+from .. import sidefiles, stophook
 from ..access import TRACKER, has_state, sync
 from .common import Command, built_once, parse
 
@@ -38,7 +38,7 @@ class InfoCommand(Command):
         lines = ["Target %s (%s), %d module%s%s" % (
             target.GetExecutable().fullpath or "?", target.GetTriple() or "?", n, "" if n == 1 else "s",
             "" if live else "; no process: file addresses")]
-        sidefiles.ensure_hook(debugger, "%s.sidefiles.%s" % (__name__.rsplit(".", 2)[0], sidefiles.HOOK_CLASS))
+        stophook.ensure_hook(debugger, stophook.hook_class(__name__.rsplit(".", 2)[0]))
         if args.wait:
             sidefiles.wait(debugger, target, lines.append, interrupted=debugger.InterruptRequested
                            if hasattr(debugger, "InterruptRequested") else lambda: False)
