@@ -19,7 +19,10 @@ from helpers import toolchains as T
 from sframekit.core.checks.registers import Verdict, check_registers, summary_lines
 from sframekit.core.dwarf import writer
 from sframekit.core.elf import sidefile
+from sframekit.core.elf.image import ElfImage
+from sframekit.core.saves import flow, x86flow
 from sframekit.core.saves import flow_analyser as FA
+from sframekit.core.sframe.index import SFrameIndex
 
 # (toolchain, program) -> (places compared, unknown places)
 BASELINE = {
@@ -101,6 +104,46 @@ def test_side_file_shared_among_processes(roots, tmp_path, monkeypatch, tc):
         cls.decode(abi, code, start, read_code, sp_at, measured, FA.case_elsewhere(abi, index))))
     sidefile.write(str(exe), str(tmp_path / "anew.debug"), workers=1, all_functions=True)
     assert (tmp_path / "one.debug").read_bytes() == (tmp_path / "anew.debug").read_bytes()
+
+
+@pytest.mark.parametrize("tc,name", [(tc, "jsoncpp") for tc in T.TOOLCHAINS] + [("sid", "sqlite")])
+def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name):
+    """The analysis' shortcuts change no byte of a real program's side file (jsoncpp: .cold parts,
+    landing pads, jump tables; sid's SQLite: the most callees that never return): the same with
+    each turned off, an instruction that leaves the registers' states alone taken apart as any
+    other (core.saves.flow), an x86-64 instruction's Op made anew each time (core.saves.x86flow),
+    a callee's jump tables found before the never-returns search reaches them (core.saves.noreturn)."""
+    exe = RP.build(tc, name)
+    sidefile.write(str(exe), str(tmp_path / "fast.debug"), workers=1, all_functions=True)
+    monkeypatch.setattr(flow, "_leaves_regs", lambda op, state, slot_of: False)
+    monkeypatch.setattr(x86flow, "_op", x86flow._made)
+    monkeypatch.setattr(FA.X86FlowFunction, "tables_later", False)
+    monkeypatch.setattr(FA.X86FlowFunction, "control", classmethod(
+        lambda cls, abi, code, start, read=None, elsewhere=None: cls.decode(abi, code, start, read, None, None, elsewhere)))
+    sidefile.write(str(exe), str(tmp_path / "slow.debug"), workers=1, all_functions=True)
+    assert (tmp_path / "fast.debug").read_bytes() == (tmp_path / "slow.debug").read_bytes()
+
+
+def test_paths_alone_as_the_whole_decoding(roots):
+    """x86flow.control, the never-returns search's decoding, gives each instruction of every
+    function of the x86-64 real programs the flow, target and return the whole decoding gives
+    (an indirect jump's targets left out)."""
+    compared = 0
+    for tc in ("host", "trixie", "sid"):
+        for name in RP.PROGRAMS:
+            img = ElfImage(str(RP.build(tc, name)))
+            sf = img.require_sframe()
+            read = img.code_reader()
+            for fde in SFrameIndex(sf.data, sf.address).section.fdes():
+                code = read(fde.start, fde.size)
+                whole = x86flow.ops(code, fde.start, read)
+                paths = x86flow.control(code, fde.start)
+                assert (whole is None) == (paths is None), hex(fde.start)
+                for a, b in zip(whole or (), paths or ()):
+                    assert (a.addr, a.length, a.flow, a.target, a.returns) == (b.addr, b.length, b.flow, b.target,
+                                                                               b.returns), (tc, name, a, b)
+                    compared += 1
+    assert compared > 500000, compared
 
 
 _VERIFY = re.compile(r"^sframe verify: (\d+) frames checked at (\d+) stops, (\d+) disagreements$", re.M)

@@ -255,6 +255,8 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
         sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
     else:
         sp = cfa_sp if cfa_sp is not None else state.sp
+    if _leaves_regs(op, state, slot_of):
+        return State(_sp_after(op, sp, cfa_fp), state.regs, state.rel)
     regs = list(_kept(state.regs, sp))
     if not _writes_no_memory(op):        # it may write a restored register's slot, free again
         regs = [None if isinstance(r, Restored) else r for r in regs]
@@ -275,14 +277,35 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
     _forget_overwritten(op, regs, place)
     _saves_and_restores(op, regs, place, slot_of)
     _follow_addresses(op, rel, sp, sp_reg)
+    return State(_sp_after(op, sp, cfa_fp), tuple(regs), tuple(sorted(rel.items())))
+
+
+def _sp_after(op: Op, sp: Optional[int], cfa_fp: Optional[int]) -> Optional[int]:
+    """CFA - SP after `op`, from `sp` before it (and SFrame's CFA - FP there)."""
     if op.sp is None:
         if op.sp_from_fp is not None and cfa_fp is not None:
-            sp = cfa_fp - op.sp_from_fp          # SP = FP + imm: CFA - SP = (CFA - FP) - imm
-        else:
-            sp = None
-    elif op.sp and sp is not None:
-        sp -= op.sp
-    return State(sp, tuple(regs), tuple(sorted(rel.items())))
+            return cfa_fp - op.sp_from_fp        # SP = FP + imm: CFA - SP = (CFA - FP) - imm
+        return None
+    if op.sp and sp is not None:
+        return sp - op.sp
+    return sp
+
+
+def _leaves_regs(op: Op, state: State, slot_of: Dict[int, int]) -> bool:
+    """Does `op` leave the registers' states and the frame addresses as they are (most
+    instructions): no store, load, copy or other write of memory or of a tracked register or one
+    holding a frame address, no call; and no register restored or parked, whose state SP and
+    writes of memory or of other registers move?  (What the rest of _transfer would leave alone.)"""
+    if op.stores or op.loads or op.clobbers or op.copy is not None or op.derives is not None \
+            or op.flow is Flow.CALL or op.writes_all:
+        return False
+    writes = op.writes
+    if writes and (any(w in slot_of for w in writes) or state.rel and any(r in writes for r, _k in state.rel)):
+        return False
+    for r in state.regs:
+        if type(r) is Restored or type(r) is tuple:
+            return False
+    return True
 
 
 def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]], slot_of: Dict[int, int]) -> None:

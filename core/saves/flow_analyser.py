@@ -17,6 +17,7 @@ class FlowFunction:
     """The save facts of one function of an ISA whose instructions core.saves.flow follows."""
 
     unreadable = False     # (set where the function's code cannot be read)
+    tables_later = False   # `control` leaves the targets of indirect jumps out (see there)
 
     @staticmethod
     def decode(abi, code: bytes, start: int, read=None, sp_at=None, measured=None, elsewhere=None
@@ -26,7 +27,9 @@ class FlowFunction:
     @classmethod
     def control(cls, abi, code: bytes, start: int, read=None, elsewhere=None) -> Optional[List[flow.Op]]:
         """`decode` for a question of paths only (core.saves.noreturn): the Ops' flow, target,
-        targets and returns must be decode's; the rest may be left out (an ISA's cheaper way)."""
+        targets and returns must be decode's; the rest may be left out (an ISA's cheaper way), and
+        where `tables_later`, an indirect jump's targets too (the question asks `decode` for
+        them where it reaches one: a jump table takes more to find than the rest)."""
         return cls.decode(abi, code, start, read, None, None, elsewhere)
 
     @classmethod
@@ -125,7 +128,10 @@ class FlowFunction:
         def decode(code, start):
             return _remembered(index, (type(self), "control", start, len(code), id(read_code)),
                                lambda: self.control(abi, code, start, read_code, case_elsewhere(abi, index)))
-        search = noreturn.Search(abi, index, read_code, symbolize, decode)
+
+        def tables(code, start):
+            return self._decoded(abi, index, code, start, read_code)
+        search = noreturn.Search(abi, index, read_code, symbolize, decode, tables if self.tables_later else None)
         return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
                 and search.never_returns(op.target) else op
                 for op in ops]
@@ -260,6 +266,8 @@ class X86FlowFunction(FlowFunction):
     def decode(abi, code, start, read=None, sp_at=None, measured=None, elsewhere=None):
         return x86flow.ops(code, start, read, _kept(abi), sp_at, measured, elsewhere)
 
+    tables_later = True
+
     @classmethod
     def control(cls, abi, code, start, read=None, elsewhere=None):
-        return x86flow.control(code, start, read, _kept(abi), elsewhere)
+        return x86flow.control(code, start)

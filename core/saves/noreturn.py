@@ -40,10 +40,11 @@ DEPTH = 16             # callees followed at most this deep (deeper: taken as re
 
 
 def never_returns(abi: abimod.ABIInfo, index, target: int, read_code: Callable, symbolize: Optional[Callable],
-                  decode: Callable) -> bool:
+                  decode: Callable, tables: Optional[Callable] = None) -> bool:
     """Is the function at `target` proved never to return to its caller?  `decode(code, start)`:
-    its Ops (core.saves.flow).  Memoized on the index (`noreturn`)."""
-    return Search(abi, index, read_code, symbolize, decode).never_returns(target)
+    its Ops (core.saves.flow); `tables(code, start)`: the same with their indirect jumps' targets,
+    where `decode` leaves them out (None: it does not).  Memoized on the index (`noreturn`)."""
+    return Search(abi, index, read_code, symbolize, decode, tables).never_returns(target)
 
 
 class Search:
@@ -52,8 +53,9 @@ class Search:
     remembered for this search only, so that the order in which functions are analysed never
     changes an answer, and answers proved in full on the index for all."""
 
-    def __init__(self, abi, index, read_code, symbolize, decode):
+    def __init__(self, abi, index, read_code, symbolize, decode, tables=None):
         self.abi, self.index, self.read_code, self.symbolize, self.decode = abi, index, read_code, symbolize, decode
+        self.tables = tables
         self.busy: set = set()
         self.short: Dict[int, bool] = {}
 
@@ -127,8 +129,11 @@ def _never_returns(search: "Search", target: int, depth: int):
         return answer
     seen = {0}
     work = [0]
+    tables = search.tables
     while work:
         k = work.pop()
+        if tables is not None and ops[k].flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+            ops, tables = tables(code, fde.start) or ops, None     # (the same instructions, targets found)
         succ = _successors(ops, k, where, code, fde.start, gone)
         if succ is None or throws:
             return False, bool(cut)              # a way back to the caller

@@ -160,15 +160,14 @@ def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None, 
     return out
 
 
-def control(code: bytes, start: int, read=None, kept=(), elsewhere=None) -> Optional[List[Op]]:
+def control(code: bytes, start: int) -> Optional[List[Op]]:
     """`ops` for a question of paths only (core.saves.noreturn): each Op with where control goes
     (flow, target, returns) and nothing of registers or memory, which takes a fraction of the
-    time; a function with an indirect jump gets its whole Ops (its jump tables need them)."""
+    time; an indirect jump's targets are not looked for (its jump table needs `ops`: asked for
+    where the question reaches one)."""
     insns, pos = X.decode_all(code, start, len(code))
     if pos != len(code):
         return None
-    if any(ins.kind is X.Kind.JUMP_INDIRECT for ins in insns):
-        return ops(code, start, read, kept, None, insns, elsewhere)
     out = []
     for ins in insns:
         addr, length = ins.addr, ins.length
@@ -182,6 +181,8 @@ def control(code: bytes, start: int, read=None, kept=(), elsewhere=None) -> Opti
                 continue
             if ins.kind is X.Kind.BRANCH:
                 out.append(Op(addr, length, _branch_flow(f), ins.target))
+            elif ins.kind is X.Kind.JUMP_INDIRECT:
+                out.append(Op(addr, length, Flow.INDIRECT))
             else:
                 flow = _transfer_flow(f)
                 out.append(Op(addr, length, flow, returns=_returns(f, flow)))
@@ -479,7 +480,27 @@ def _reg_only(raw: bytes, opcode: int) -> Optional[Tuple[int, int]]:
     return (body[1] >> 3) & 7 | (rex >> 2 & 1) << 3, body[1] & 7 | (rex & 1) << 3
 
 
+_OPS: dict = {}      # an instruction's bytes -> its Op at address 0
+
+
 def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
+    """The Op of the measured instruction `ins` at code[pos:].  Each but a relative branch's is
+    its bytes' alone, apart from its address: made once per bytes (a function repeats most)."""
+    if ins.kind is X.Kind.BRANCH:
+        return _made(code, pos, ins)
+    raw = code[pos:pos + ins.length]
+    got = _OPS.get(raw)
+    if got is None:
+        if len(_OPS) >= 65536:
+            _OPS.clear()
+        got = _OPS[raw] = _made(code, pos, ins._replace(addr=0))
+    return _AT(Op, (ins.addr,) + got[1:])
+
+
+_AT = tuple.__new__
+
+
+def _made(code: bytes, pos: int, ins: X.Insn) -> Op:
     addr, length, kind = ins.addr, ins.length, ins.kind
     if ins.quiet:
         return Op(addr, length, nop=True)
