@@ -115,7 +115,7 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     a callee's jump tables found before the never-returns search reaches them (core.saves.noreturn)."""
     exe = RP.build(tc, name)
     sidefile.write(str(exe), str(tmp_path / "fast.debug"), workers=1, all_functions=True)
-    monkeypatch.setattr(flow, "_leaves_regs", lambda op, state, slot_of: False)
+    monkeypatch.setattr(flow, "_quiet_state", lambda op, state: False)
     monkeypatch.setattr(x86flow, "_op", x86flow._made)
     monkeypatch.setattr(FA.X86FlowFunction, "tables_later", False)
     monkeypatch.setattr(FA.X86FlowFunction, "control", classmethod(

@@ -170,7 +170,9 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and op.target not in where \
                 and any(a <= op.target < b for a, b in zip(pieces, ends)):
             return states, "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
-    def successors(k: int, op: Op, out: State) -> List[int]:
+    def successors(k: int, op: Op, out: Optional[State]) -> Optional[List[int]]:
+        """Where control goes after op k (with `out`, the state it leaves; None: the successors
+        that do not depend on it, or None where some do: an indirect jump without its targets)."""
         succ = []
         if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and joined[k]:
             succ.append(k + 1)
@@ -179,10 +181,14 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
             succ.extend(where[t] for t in op.targets if t in where)
         elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+            if out is None:
+                return None
             succ.extend(anywhere(ops, sps, out.sp, frames, None if frames is None else frames[k]))
         if pads and k in pads:
             succ.append(pads[k])
         return succ
+    fixed = [successors(k, op, None) for k, op in enumerate(ops)]
+    quiet = [_quiet_op(op, slot_of) for op in ops]
 
     def run(work: List[int], frozen: Sequence[bool]) -> None:
         queued = set(work)
@@ -192,8 +198,9 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
             state = states[k]
             assert state is not None
             op = ops[k]
-            out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
-            for j in successors(k, op, out):
+            out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg, quiet[k])
+            succ = fixed[k]
+            for j in succ if succ is not None else successors(k, op, out) or ():
                 if frozen[j]:
                     continue
                 old = states[j]
@@ -249,13 +256,15 @@ def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]])
                     regs[k] = UNKNOWN
 
 
-def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int) -> State:
+def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int,
+              quiet: Optional[bool] = None) -> State:
+    """The state after `op` (`quiet`: _quiet_op's answer for it, where known)."""
     cfa_sp, cfa_fp = sframe
     if cfa_sp is not None and state.sp is not None and cfa_sp != state.sp:
         sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
     else:
         sp = cfa_sp if cfa_sp is not None else state.sp
-    if _leaves_regs(op, state, slot_of):
+    if (_quiet_op(op, slot_of) if quiet is None else quiet) and _quiet_state(op, state):
         return State(_sp_after(op, sp, cfa_fp), state.regs, state.rel)
     regs = list(_kept(state.regs, sp))
     if not _writes_no_memory(op):        # it may write a restored register's slot, free again
@@ -291,21 +300,23 @@ def _sp_after(op: Op, sp: Optional[int], cfa_fp: Optional[int]) -> Optional[int]
     return sp
 
 
-def _leaves_regs(op: Op, state: State, slot_of: Dict[int, int]) -> bool:
-    """Does `op` leave the registers' states and the frame addresses as they are (most
-    instructions): no store, load, copy or other write of memory or of a tracked register or one
-    holding a frame address, no call; and no register restored or parked, whose state SP and
-    writes of memory or of other registers move?  (What the rest of _transfer would leave alone.)"""
-    if op.stores or op.loads or op.clobbers or op.copy is not None or op.derives is not None \
-            or op.flow is Flow.CALL or op.writes_all:
-        return False
-    writes = op.writes
-    if writes and (any(w in slot_of for w in writes) or state.rel and any(r in writes for r, _k in state.rel)):
-        return False
+def _quiet_op(op: Op, slot_of: Dict[int, int]) -> bool:
+    """Does `op` leave the registers' states as they are, whatever they are but restored or parked
+    ones, and the frame addresses but those in the registers it writes (most instructions): no
+    store, load, copy or other write of memory or of a tracked register, no call?  (With
+    _quiet_state: what the rest of _transfer would leave alone.)"""
+    return not (op.stores or op.loads or op.clobbers or op.copy is not None or op.derives is not None
+                or op.flow is Flow.CALL or op.writes_all or any(w in slot_of for w in op.writes))
+
+
+def _quiet_state(op: Op, state: State) -> bool:
+    """Does `state` hold no register restored or parked (whose state SP and writes of memory or of
+    other registers move), and no frame address in a register `op` writes?"""
     for r in state.regs:
         if type(r) is Restored or type(r) is tuple:
             return False
-    return True
+    writes = op.writes
+    return not (writes and state.rel and any(r in writes for r, _k in state.rel))
 
 
 def _saves_and_restores(op: Op, regs: list, place: Callable[..., Optional[int]], slot_of: Dict[int, int]) -> None:

@@ -60,12 +60,14 @@ class FlowFunction:
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % abi.entry_cfa_offset
             return
 
-        def row_at(addr):
+        facts = [_facts(abi, rules) for _addr, rules in rows]
+
+        def facts_at(addr):
             k = bisect.bisect_right(starts, addr) - 1
-            return rows[k][1] if k >= 0 else None
+            return facts[k] if k >= 0 else _NO_FACTS
 
         def rules_at(addr):
-            return cfa_offsets(abi, row_at(addr))
+            return facts_at(addr)[0]
         ops = self._decoded(abi, index, code, fde.start, read_code, lambda addr: rules_at(addr)[0], measured)
         if not ops:
             self.failed = "the function's size is not whole instructions"
@@ -75,7 +77,7 @@ class FlowFunction:
         if self.failed:
             return
         def frame_at(addr):
-            return frame_state(row_at(addr))
+            return facts_at(addr)[1]
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at,
                                                 pads=pads, frame_at=frame_at)
         self.starts = [op.addr for op in ops]
@@ -94,10 +96,10 @@ class FlowFunction:
             self.failed = "its function at %#x does not start as a function does" % parent.start
             return self
 
-        rules_of = _rules_in(index, (parent, fde))
+        facts_at = _facts_in(abi, index, (parent, fde))
 
         def rules_at(addr):
-            return cfa_offsets(abi, rules_of(addr))
+            return facts_at(addr)[0]
         ops: List[flow.Op] = []
         for piece in (parent, fde):
             code = function_code(piece, read_code)
@@ -115,7 +117,7 @@ class FlowFunction:
         if self.failed:
             return self
         def frame_at(addr):
-            return frame_state(rules_of(addr))
+            return facts_at(addr)[1]
         states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry,
                                            pads, frame_at)
         mine = [(op.addr, state) for op, state in zip(ops, states) if fde.start <= op.addr < fde.start + fde.size]
@@ -194,25 +196,34 @@ def _remembered(index, key, make):
     return cache[key]
 
 
-def _rules_in(index, pieces):
-    """rules_of(addr): the rules `index.lookup(addr)` gives, for addresses in the FDEs `pieces`,
-    found in the piece's rows (a bisect) where that is the same: no other FDE starts inside the
-    piece (find_fde gives it at both ends) and it has rows; elsewhere by the lookup itself."""
+def _facts(abi, rules) -> tuple:
+    """What the data flow asks of SFrame's rules at an instruction, worked out once per row:
+    (CFA - SP, CFA - FP) and the frame's state (frame_state)."""
+    return cfa_offsets(abi, rules), frame_state(rules)
+
+
+_NO_FACTS = ((None, None), None)     # _facts where no rules are known
+
+
+def _facts_in(abi, index, pieces):
+    """facts_at(addr): `_facts` of the rules `index.lookup(addr)` gives, for addresses in the FDEs
+    `pieces`, found in the piece's rows (a bisect) where that is the same: no other FDE starts
+    inside the piece (find_fde gives it at both ends) and it has rows; elsewhere by the lookup."""
     rowed = []
     for piece in pieces:
         rows = index.rows(piece)
         ends = index.find_fde(piece.start), index.find_fde(piece.end - 1)
         if rows and piece.pc_type is not F.PCType.MASK and all(e is not None and e.index == piece.index for e in ends):
-            rowed.append((piece.start, piece.end, [a for a, _rules in rows], rows))
+            rowed.append((piece.start, piece.end, [a for a, _rules in rows], [_facts(abi, r) for _a, r in rows]))
 
-    def rules_of(addr):
-        for lo, hi, starts, rows in rowed:
+    def facts_at(addr):
+        for lo, hi, starts, facts in rowed:
             if lo <= addr < hi:
                 k = bisect.bisect_right(starts, addr) - 1
-                return rows[k][1] if k >= 0 else None
+                return facts[k] if k >= 0 else _NO_FACTS
         m = index.lookup(addr)
-        return m.rules if m is not None else None
-    return rules_of
+        return _facts(abi, m.rules if m is not None else None)
+    return facts_at
 
 
 @functools.lru_cache(maxsize=1024)

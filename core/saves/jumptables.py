@@ -82,6 +82,7 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
     branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
     where = {op.addr: i for i, op in enumerate(out)}
     anywhere_at: Dict[Optional[int], List[int]] = {}
+    fixed = _fixed(out, where)
     # A register's states depend on its defs and on the jumps' targets, not on the jump asked
     # about: tables sharing them, and the round that checks the targets found, ask once.
     flows: Dict[tuple, List[Optional[frozenset]]] = {}
@@ -98,12 +99,12 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
             states = flows.get(key)
             if states is None:
                 states = flows[key] = _base_states(out, t.base, t.defs, kept, sps, found, optimistic, where,
-                                                   anywhere_at)
+                                                   anywhere_at, fixed)
             bases = _bases_at(states, t.load)
             if bases is None and spills is not None:
                 for base in (t.base,) if t.other_base is None else (t.base, t.other_base):
                     bases = _bases_spilled(out, t.load, base, spills[2], kept, sps, found, optimistic, spills[:2],
-                                           where, anywhere_at)
+                                           where, anywhere_at, fixed)
                     if bases is not None:
                         break
             targets = _read(t, bases, read, starts, big_endian, inside, elsewhere) if bases else None
@@ -164,10 +165,13 @@ def _read(t: Table, bases, read, starts, big_endian, inside=lambda addr: False, 
 
 
 def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, optimistic: bool,
-                anywhere_at: Dict[Optional[int], List[int]]) -> List[int]:
+                anywhere_at: Dict[Optional[int], List[int]], fixed: Optional[list] = None) -> List[int]:
     """Where control goes after out[i]: an indirect jump to its targets in `found`, else nowhere
     (`optimistic`) or anywhere SFrame's CFA allows (`anywhere_at`: those places by CFA - SP, as
-    they are found)."""
+    they are found).  `fixed`: the answers for the ops that are no indirect jump (None for those
+    that are), worked out once for every question of the function (`_fixed`)."""
+    if fixed is not None and fixed[i] is not None:
+        return fixed[i]
     op = out[i]
     succ: List[int] = []
     if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and i + 1 < len(out):
@@ -185,9 +189,15 @@ def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, 
     return succ
 
 
+def _fixed(out: List[Op], where: Dict[int, int]) -> List[Optional[List[int]]]:
+    """_successors of each op that is no indirect jump (the same whatever is found), None for those."""
+    return [None if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) else _successors(out, i, where, (), {}, True, {})
+            for i, op in enumerate(out)]
+
+
 def _bases_spilled(out: List[Op], k: int, reg: int, defs: Dict[int, Tuple[int, int]], kept, sps, found: dict,
                    optimistic: bool, frame_regs: Tuple[int, int], where: Dict[int, int],
-                   anywhere_at: Dict[Optional[int], List[int]]) -> Optional[frozenset]:
+                   anywhere_at: Dict[Optional[int], List[int]], fixed: Optional[list] = None) -> Optional[frozenset]:
     """The table addresses `reg` holds before out[k] on every path, where the address comes
     through other registers and the stack (AArch64's zstd: `str x0, [sp, #192]` ... `ldr x1,
     [sp, #192]`): the state is every register and SP-based slot (CFA-relative, by SFrame's
@@ -241,7 +251,7 @@ def _bases_spilled(out: List[Op], k: int, reg: int, defs: Dict[int, Tuple[int, i
                 state[r] = frozenset([addr])
             if op.flow is Flow.CALL:
                 state = {r: v for r, v in state.items() if isinstance(r, tuple) or r in kept}
-        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at):
+        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at, fixed):
             old = states[j]
             if old is None:
                 new = state
@@ -262,7 +272,8 @@ def _drop_slots(state: Dict[object, frozenset], lo: int, hi: int) -> None:
 
 
 def _base_states(out: List[Op], reg: int, defs: Dict[int, int], kept, sps, found: dict, optimistic: bool,
-                 where: Dict[int, int], anywhere_at: Dict[Optional[int], List[int]]) -> List[Optional[frozenset]]:
+                 where: Dict[int, int], anywhere_at: Dict[Optional[int], List[int]], fixed: Optional[list] = None
+                 ) -> List[Optional[frozenset]]:
     """The table addresses `reg` holds before each op on every path from the function's entry
     (`_bases_at` reads them): an instruction of `defs` sets it; any other write, a call that does
     not keep it, or the entry leave it unknown (TOP).  An indirect jump goes to its targets in
@@ -281,7 +292,7 @@ def _base_states(out: List[Op], reg: int, defs: Dict[int, int], kept, sps, found
             state = TOP
         if op.flow is Flow.CALL and reg not in kept:
             state = TOP
-        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at):
+        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at, fixed):
             old = states[j]
             new = state if old is None else old | state
             if TOP & new or len(new) > MAX_BASES:
