@@ -33,7 +33,7 @@ from ..core.report.status import SideFileState, SideFileStatus
 from ..core.unwind.modules import ModuleSet
 from ..core.unwind.tracker import file_identity
 from .access import has_state, sync
-from .stophook import run
+from .interp import run
 
 # (target, module path) -> what happened, for `sframe info`; targets are told apart by their
 # executable and the process (or core) they hold.

@@ -7,13 +7,11 @@ thread has not finished; a target that already has a process or a core at the im
 files at once.
 """
 
-import importlib
 import shlex
-
-import lldb
 
 from ..core import parallel
 from ..core.elf.cachedir import CacheError, cache_dir, private_dir
+from .interp import run
 
 HOOK_CLASS = "StopHook"
 
@@ -21,22 +19,6 @@ HOOK_CLASS = "StopHook"
 def hook_class(package):
     """The stop hook's class as LLDB names it (`package`: this plugin's, sframekit.lldb_plugin)."""
     return "%s.stophook.%s" % (package, HOOK_CLASS)
-
-
-def run(debugger, command, target=None):
-    """(succeeded, text) of an LLDB command; in the target's process where one is given (a stop
-    hook runs with no process selected for commands)."""
-    res = lldb.SBCommandReturnObject()
-    interp = debugger.GetCommandInterpreter()
-    if target is None:
-        interp.HandleCommand(command, res)
-    else:
-        process = target.GetProcess()
-        thread = process.GetSelectedThread() if process is not None and process.IsValid() else None
-        where = lldb.SBExecutionContext(thread) if thread is not None and thread.IsValid() else \
-            lldb.SBExecutionContext(target)
-        interp.HandleCommand(command, where, res)
-    return res.Succeeded(), (res.GetError() or res.GetOutput() or "").strip()
 
 
 class StopHook:
@@ -108,10 +90,16 @@ def _preload():
         pyelftools.load()
         import elftools.dwarf.callframe  # noqa: F401
         import elftools.dwarf.dwarf_expr  # noqa: F401
-    steps = (lambda: importlib.import_module(__package__ + ".sidefiles"),
-             lambda: importlib.import_module(__package__ + ".command.backtrace"),
-             pyelftools, structs,
-             lambda: importlib.import_module(__package__.rsplit(".", 1)[0] + ".core.elf.sidefile"))
+
+    def attaching():
+        from . import sidefiles  # noqa: F401
+
+    def unwinder():
+        from .command import backtrace  # noqa: F401
+
+    def writer():
+        from ..core.elf import sidefile  # noqa: F401
+    steps = (attaching, unwinder, pyelftools, structs, writer)
 
     def preload():
         try:

@@ -20,7 +20,7 @@ from sframekit.core.checks.registers import Verdict, check_registers, summary_li
 from sframekit.core.dwarf import writer
 from sframekit.core.elf import sidefile
 from sframekit.core.elf.image import ElfImage
-from sframekit.core.saves import flow, x86flow
+from sframekit.core.saves import flow, x86flow, x86insn
 from sframekit.core.saves import flow_analyser as FA
 from sframekit.core.sframe.index import SFrameIndex
 
@@ -143,6 +143,30 @@ def test_paths_alone_as_the_whole_decoding(roots):
                     assert (a.addr, a.length, a.flow, a.target, a.returns) == (b.addr, b.length, b.flow, b.target,
                                                                                b.returns), (tc, name, a, b)
                     compared += 1
+    assert compared > 500000, compared
+
+
+def test_decode_fast_path_as_the_general(roots):
+    """x86insn's fast path (an instruction without a legacy prefix, one-byte map) measures and
+    classifies as the general path does, at every byte of the x86-64 real programs' Lua (at
+    instruction starts and inside instructions: the general path's refusals and overruns too)."""
+    def one(decode, code, pos, addr):
+        try:
+            return decode(code, pos, addr)
+        except IndexError:
+            return "runs past the end"
+    compared = 0
+    for tc in ("host", "trixie", "sid"):
+        img = ElfImage(str(RP.build(tc, "lua")))
+        sf = img.require_sframe()
+        read = img.code_reader()
+        for fde in SFrameIndex(sf.data, sf.address).section.fdes():
+            code = bytes(read(fde.start, fde.size))
+            for pos in range(len(code)):
+                fast, general = one(x86insn._decode, code, pos, fde.start + pos), one(x86insn._general, code, pos,
+                                                                                       fde.start + pos)
+                assert fast == general, (tc, hex(fde.start + pos), fast, general)
+                compared += 1
     assert compared > 500000, compared
 
 

@@ -170,9 +170,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and op.target not in where \
                 and any(a <= op.target < b for a, b in zip(pieces, ends)):
             return states, "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
-    def successors(k: int, op: Op, out: Optional[State]) -> Optional[List[int]]:
-        """Where control goes after op k (with `out`, the state it leaves; None: the successors
-        that do not depend on it, or None where some do: an indirect jump without its targets)."""
+    def successors(k: int, op: Op, out: State) -> List[int]:
         succ = []
         if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and joined[k]:
             succ.append(k + 1)
@@ -181,14 +179,10 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
             succ.extend(where[t] for t in op.targets if t in where)
         elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
-            if out is None:
-                return None
             succ.extend(anywhere(ops, sps, out.sp, frames, None if frames is None else frames[k]))
         if pads and k in pads:
             succ.append(pads[k])
         return succ
-    fixed = [successors(k, op, None) for k, op in enumerate(ops)]
-    quiet = [_quiet_op(op, slot_of) for op in ops]
 
     def run(work: List[int], frozen: Sequence[bool]) -> None:
         queued = set(work)
@@ -198,9 +192,8 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
             state = states[k]
             assert state is not None
             op = ops[k]
-            out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg, quiet[k])
-            succ = fixed[k]
-            for j in succ if succ is not None else successors(k, op, out) or ():
+            out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
+            for j in successors(k, op, out):
                 if frozen[j]:
                     continue
                 old = states[j]
@@ -256,15 +249,13 @@ def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]])
                     regs[k] = UNKNOWN
 
 
-def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int,
-              quiet: Optional[bool] = None) -> State:
-    """The state after `op` (`quiet`: _quiet_op's answer for it, where known)."""
+def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int) -> State:
     cfa_sp, cfa_fp = sframe
     if cfa_sp is not None and state.sp is not None and cfa_sp != state.sp:
         sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
     else:
         sp = cfa_sp if cfa_sp is not None else state.sp
-    if (_quiet_op(op, slot_of) if quiet is None else quiet) and _quiet_state(op, state):
+    if _quiet_op(op, slot_of) and _quiet_state(op, state):
         return State(_sp_after(op, sp, cfa_fp), state.regs, state.rel)
     regs = list(_kept(state.regs, sp))
     if not _writes_no_memory(op):        # it may write a restored register's slot, free again

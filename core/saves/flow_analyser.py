@@ -153,9 +153,13 @@ class FlowFunction:
         of them `at`'s answer is the same."""
         if self.failed or not self.starts:
             return [self.fde.start]
-        out, prev = [], object()
+        out, prev, last = [], object(), None
         for addr, state in zip(self.starts, self.states):
-            key = None if state is None else tuple(None if type(r) is flow.Restored else r for r in state.regs)
+            regs = None if state is None else state.regs
+            if regs is not None and regs is last:
+                continue                # (the op before's registers, the same tuple: most ops)
+            last = regs
+            key = None if regs is None else tuple(None if type(r) is flow.Restored else r for r in regs)
             if key != prev:
                 out.append(addr)
                 prev = key

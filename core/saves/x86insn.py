@@ -187,6 +187,54 @@ def _imm_size(imm, op, modrm, opsize16, rex_w, addr32):
 
 
 def _decode(code, pos, addr):
+    """_general, for an instruction without a legacy prefix whose one-byte opcode _FAST measures
+    (most of them), without the general path's calls."""
+    first = code[pos]
+    if 0x40 <= first <= 0x4F:
+        rex, p = first, pos + 1
+    elif first in _PREFIXES:
+        return _general(code, pos, addr)
+    else:
+        rex, p = 0, pos
+    op = code[p]
+    fast = _FAST[op]
+    if fast is None:
+        return _general(code, pos, addr)
+    p += 1
+    modrm = -1
+    if fast[0]:
+        modrm = code[p]
+        mod = modrm >> 6
+        p += 1
+        if mod != 3:
+            rm = modrm & 7
+            if rm == 4:
+                sib = code[p]
+                p += 1
+                if mod == 0 and sib & 7 == 5:
+                    p += 4
+            elif mod == 0 and rm == 5:
+                p += 4
+            if mod == 1:
+                p += 1
+            elif mod == 2:
+                p += 4
+    end = p + fast[2 if rex & 8 else 1]
+    code[end - 1]                 # the whole instruction must be present
+    if op in _RELATIVE:
+        return _classify(code, addr, end - pos, op, modrm, rex, False, p, end)
+    key = (op, modrm, rex, False)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        if len(_SHAPES) >= 65536:
+            _SHAPES.clear()
+        shape = _SHAPES[key] = _classify(code, 0, 0, op, modrm, rex, False, p, end)[2:]
+    return Insn(addr, end - pos, *shape)
+
+
+def _general(code, pos, addr):
+    """The instruction at code[pos:] (loaded at addr), or None if it cannot be measured: any
+    prefixes, maps and encodings."""
     start = pos
     first = code[pos]
     if first in _PREFIXES:
@@ -226,6 +274,20 @@ def _decode(code, pos, addr):
         shape = _SHAPES[key] = _classify(code, 0, 0, op, modrm, rex, opsize16, pos, end)[2:]
     return Insn(addr, end - start, *shape)
 
+
+def _fast_entry(op: int):
+    """_FAST's entry for a one-byte opcode: (has ModRM, immediate bytes without REX.W, with it),
+    for an instruction without a legacy prefix; None where _general measures it (another map,
+    VEX, EVEX, XOP's 8F, an invalid opcode, an immediate that depends on the ModRM byte)."""
+    spec = _ONE.get(op)
+    if spec is None or spec[0] == "x" or op in (0x0F, 0xC4, 0xC5, 0x62, 0x8F) or spec[1] == "g":
+        return None
+    has_modrm, imm = spec
+    return (bool(has_modrm), _imm_size(imm, op, 0, False, 0, False) if imm else 0,
+            _imm_size(imm, op, 0, False, 8, False) if imm else 0)
+
+
+_FAST = [_fast_entry(op) for op in range(256)]
 
 # One-byte opcodes whose Insn depends on more than the opcode, ModRM, REX and operand size: the
 # relative branches (their target) and C7 (xbegin's).
