@@ -203,33 +203,11 @@ def _decode(code, pos, addr):
     p += 1
     modrm = -1
     if fast[0]:
-        modrm = code[p]
-        mod = modrm >> 6
-        p += 1
-        if mod != 3:
-            rm = modrm & 7
-            if rm == 4:
-                sib = code[p]
-                p += 1
-                if mod == 0 and sib & 7 == 5:
-                    p += 4
-            elif mod == 0 and rm == 5:
-                p += 4
-            if mod == 1:
-                p += 1
-            elif mod == 2:
-                p += 4
+        n, modrm = _modrm_len(code, p, False)
+        p += n
     end = p + fast[2 if rex & 8 else 1]
     code[end - 1]                 # the whole instruction must be present
-    if op in _RELATIVE:
-        return _classify(code, addr, end - pos, op, modrm, rex, False, p, end)
-    key = (op, modrm, rex, False)
-    shape = _SHAPES.get(key)
-    if shape is None:
-        if len(_SHAPES) >= 65536:
-            _SHAPES.clear()
-        shape = _SHAPES[key] = _classify(code, 0, 0, op, modrm, rex, False, p, end)[2:]
-    return Insn(addr, end - pos, *shape)
+    return _one_byte(code, addr, end - pos, op, modrm, rex, False, p, end)
 
 
 def _general(code, pos, addr):
@@ -263,16 +241,22 @@ def _general(code, pos, addr):
         pos += n
     end = pos + (_imm_size(imm, op, modrm, opsize16, rex & 8, addr32) if imm else 0)
     code[end - 1]                 # the whole instruction must be present
+    return _one_byte(code, addr, end - start, op, modrm, rex, opsize16, pos, end)
+
+
+def _one_byte(code, addr, length, op, modrm, rex, opsize16, pos, end):
+    """The Insn of a measured one-byte-map instruction (`pos`: where its immediate starts, `end`:
+    where it ends).  A relative branch's is its own; anything else is classified by its opcode,
+    ModRM, REX and operand size alone: once."""
     if op in _RELATIVE:
-        return _classify(code, addr, end - start, op, modrm, rex, opsize16, pos, end)
-    # Anything else is classified by its opcode, ModRM, REX and operand size alone: once.
+        return _classify(code, addr, length, op, modrm, rex, opsize16, pos, end)
     key = (op, modrm, rex, opsize16)
     shape = _SHAPES.get(key)
     if shape is None:
         if len(_SHAPES) >= 65536:
             _SHAPES.clear()
         shape = _SHAPES[key] = _classify(code, 0, 0, op, modrm, rex, opsize16, pos, end)[2:]
-    return Insn(addr, end - start, *shape)
+    return Insn(addr, length, *shape)
 
 
 def _fast_entry(op: int):
