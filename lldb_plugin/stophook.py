@@ -7,6 +7,7 @@ thread has not finished; a target that already has a process or a core at the im
 files at once.
 """
 
+import os
 import shlex
 
 from ..core import parallel
@@ -102,13 +103,35 @@ def _preload():
     steps = (attaching, unwinder, pyelftools, structs, writer)
 
     def preload():
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, 0.0005))    # (LLDB's thread, back from a call into LLDB, waits less)
         try:
             for step in steps:
                 with parallel.IMPORTING:          # (a fork waits: core.parallel)
                     step()
+            _bytecode_kept()
         except Exception:
             pass                  # (imported again where it is needed, and fails there in words)
+        finally:
+            sys.setswitchinterval(interval)
     threading.Thread(target=preload, name="sframe-preload", daemon=True).start()
+
+
+def _bytecode_kept():
+    """The plugin's compiled modules written where they are out of date, for the next session, as
+    `command script import` keeps its own (lldb_plugin.__init__: LLDB's Python writes none, and
+    without them each session compiled the modules this thread imports again, a tenth of a second
+    of the first stop), but with py_compile, which writes whatever sys.dont_write_bytecode says
+    (the import puts it back while this thread runs).  After the thread's imports: checking every
+    module takes a hundredth of a second.  Not where the user asked for none
+    (PYTHONDONTWRITEBYTECODE), nor where the package's directory is not writable (an installed
+    copy has them)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    import compileall
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for part in ("core", "lldb_plugin"):
+        compileall.compile_dir(os.path.join(root, part), quiet=2)
 
 
 def _has_process(target):
