@@ -22,7 +22,7 @@ import os
 import sys
 import types
 
-_PKGDIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PKGDIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DIST_PACKAGES = ("/usr/lib/python3/dist-packages",)
 INSTALL_HINT = ("install it for LLDB's Python %d.%d with 'apt-get install python3-pyelftools' "
                 "(or 'pip install pyelftools' for that Python)" % sys.version_info[:2])
@@ -30,13 +30,13 @@ INSTALL_HINT = ("install it for LLDB's Python %d.%d with 'apt-get install python
 
 def _as_sframekit():
     """The package `sframekit.lldb_plugin` for this copy (the first copy registered wins)."""
-    while _PKGDIR in sys.path:
-        sys.path.remove(_PKGDIR)
+    while PKGDIR in sys.path:
+        sys.path.remove(PKGDIR)
     pkg = types.ModuleType("sframekit")
-    pkg.__path__ = [_PKGDIR]
+    pkg.__path__ = [PKGDIR]
     sys.modules.setdefault("sframekit", pkg)
-    site = os.path.dirname(_PKGDIR)
-    if os.path.basename(_PKGDIR) == "sframekit" and site not in sys.path:
+    site = os.path.dirname(PKGDIR)
+    if os.path.basename(PKGDIR) == "sframekit" and site not in sys.path:
         sys.path.append(site)
     import sframekit.lldb_plugin
     return sframekit.lldb_plugin
@@ -79,11 +79,16 @@ def _readline_stub_safe():
         sys.modules["readline"] = stub
 
 
+def bytecode_wanted():
+    """May the plugin keep its compiled modules?  Not where the user asked Python to write none."""
+    return not os.environ.get("PYTHONDONTWRITEBYTECODE")
+
+
 def _compiled_once():
     """Let Python keep the plugin's compiled modules (__pycache__, as any installed package has
     them): LLDB's Python writes none, so each session compiled them all again, a sixth of a second
     of the first stop.  Not where the user asked Python to write none (PYTHONDONTWRITEBYTECODE)."""
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    if not bytecode_wanted():
         return sys.dont_write_bytecode
     before, sys.dont_write_bytecode = sys.dont_write_bytecode, False
     return before
@@ -112,6 +117,6 @@ def _init(debugger, internal_dict):
     internal_dict[top] = sys.modules[top]
     try:
         from . import command
-        command.register(debugger, __name__ + ".command")
+        command.register(debugger, __name__ + ".command", PKGDIR if bytecode_wanted() else None)
     except Exception as exc:   # one line, never a traceback
         print("sframe: cannot load the LLDB commands: %s: %s" % (type(exc).__name__, exc))

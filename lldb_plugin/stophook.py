@@ -9,6 +9,7 @@ files at once.
 
 import os
 import shlex
+import sys
 
 from ..core import parallel
 from ..core.elf.cachedir import CacheError, cache_dir, private_dir
@@ -34,23 +35,28 @@ class StopHook:
             if target is not None and target.IsValid() and not _at_entry(target.GetProcess()):
                 from . import sidefiles
                 sidefiles.attach(target.GetDebugger(), target, lambda line: stream.Print(line + "\n"))
-        except Exception:
-            pass
+        except Exception as exc:           # never a traceback at a stop; why, once
+            if not _SAID:
+                _SAID.append(exc)
+                stream.Print("sframe: side files of DWARF CFI not attached: %s: %s\n" % (type(exc).__name__, exc))
         return True
+
+
+_SAID: list = []      # the stop hook's failure, said once a session
 
 
 def _at_entry(process):
     """Is every thread of the process at its module's entry point?  A launched process's first
     stop, where the loader (or a static program) has not run an instruction yet: no frame but the
     first, nothing to unwind, and the side files wait for the next stop."""
-    threads = [process.GetThreadAtIndex(i) for i in range(process.GetNumThreads())] if process.IsValid() else []
-    for thread in threads:
-        frame = thread.GetFrameAtIndex(0)
+    n = process.GetNumThreads() if process.IsValid() else 0
+    for i in range(n):
+        frame = process.GetThreadAtIndex(i).GetFrameAtIndex(0)
         module = frame.GetModule()
         entry = module.GetObjectFileEntryPointAddress() if module.IsValid() else None
         if entry is None or not entry.IsValid() or frame.GetPC() != entry.GetLoadAddress(process.GetTarget()):
             return False
-    return bool(threads)
+    return n > 0
 
 
 def _has_hook(debugger, class_name):
@@ -72,14 +78,13 @@ def ensure_hook(debugger, class_name):
             _IN_DUMMY.append(debugger.GetID())
 
 
-def _preload():
+def _preload(bytecode_root):
     """Import, in a thread of its own, what the first stop will need, in the order it needs it
     (the side files' attaching and cache; the unwinder, which finds the functions on the stacks;
     pyelftools' DWARF CFI reader, with its structures for a 64-bit target of this machine's byte
     order made: the C library's frames are unwound through its CFI; the side file's writer), while
     LLDB goes on with the user's commands (it holds Python's lock only while it runs Python).  One
     step at a time under core.parallel.IMPORTING: a fork waits for the step, not for them all."""
-    import sys
     import threading
 
     def structs():
@@ -100,38 +105,43 @@ def _preload():
 
     def writer():
         from ..core.elf import sidefile  # noqa: F401
-    steps = (attaching, unwinder, pyelftools, structs, writer)
+    def bytecode():
+        if bytecode_root is not None:
+            _bytecode_kept(bytecode_root)
+    steps = (attaching, unwinder, pyelftools, structs, writer, bytecode)
 
     def preload():
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(interval, 0.0005))    # (LLDB's thread, back from a call into LLDB, waits less)
+        sys.setswitchinterval(_PRELOAD_INTERVAL)     # (LLDB's thread, back from a call into LLDB, waits less)
         try:
             for step in steps:
                 with parallel.IMPORTING:          # (a fork waits: core.parallel)
                     step()
-            _bytecode_kept()
         except Exception:
             pass                  # (imported again where it is needed, and fails there in words)
         finally:
-            sys.setswitchinterval(interval)
+            sys.setswitchinterval(_INTERVAL)
     threading.Thread(target=preload, name="sframe-preload", daemon=True).start()
 
 
-def _bytecode_kept():
+_INTERVAL = sys.getswitchinterval()        # Python's, put back when the thread is done
+_PRELOAD_INTERVAL = min(_INTERVAL, 0.0005)
+
+
+def _bytecode_kept(root):
     """The plugin's compiled modules written where they are out of date, for the next session, as
     `command script import` keeps its own (lldb_plugin.__init__: LLDB's Python writes none, and
-    without them each session compiled the modules this thread imports again, a tenth of a second
+    without them each session compiled the modules the thread imports again, a tenth of a second
     of the first stop), but with py_compile, which writes whatever sys.dont_write_bytecode says
-    (the import puts it back while this thread runs).  After the thread's imports: checking every
-    module takes a hundredth of a second.  Not where the user asked for none
-    (PYTHONDONTWRITEBYTECODE), nor where the package's directory is not writable (an installed
-    copy has them)."""
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        return
+    (the import puts it back while the thread runs), and in the timestamp form the import checks
+    (not the hashed one py_compile chooses under SOURCE_DATE_EPOCH).  The thread's last step:
+    checking every module takes a hundredth of a second.  `root`: the plugin's directory (none is
+    given where the user asked Python to write no compiled modules); where it cannot be written
+    (an installed copy has them), compileall says nothing."""
     import compileall
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import py_compile
     for part in ("core", "lldb_plugin"):
-        compileall.compile_dir(os.path.join(root, part), quiet=2)
+        compileall.compile_dir(os.path.join(root, part), quiet=2,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
 
 
 def _has_process(target):
@@ -140,9 +150,10 @@ def _has_process(target):
     return process is not None and process.IsValid()
 
 
-def install(debugger, package):
+def install(debugger, package, bytecode_root=None):
     """At import: the cache as a debug-file search path, the stop hook, and the side files of the
-    targets that hold a process or a core now (the others get theirs at their first stop)."""
+    targets that hold a process or a core now (the others get theirs at their first stop).
+    `bytecode_root`: the plugin's directory, where its compiled modules are kept (None: not)."""
     try:
         private_dir(cache_dir())
     except CacheError as exc:
@@ -156,12 +167,16 @@ def install(debugger, package):
         ensure_hook(debugger, class_name)
     else:
         selected = debugger.GetSelectedTarget()
-        for i in range(debugger.GetNumTargets()):
-            target = debugger.GetTargetAtIndex(i)
-            debugger.SetSelectedTarget(target)
-            ensure_hook(debugger, class_name)
-            if _has_process(target):
-                from . import sidefiles
-                sidefiles.attach(debugger, target, print)
-        debugger.SetSelectedTarget(selected)
-    _preload()            # (after the jobs these targets start are forked)
+        try:
+            for i in range(debugger.GetNumTargets()):
+                target = debugger.GetTargetAtIndex(i)
+                debugger.SetSelectedTarget(target)
+                ensure_hook(debugger, class_name)
+                if _has_process(target):
+                    from . import sidefiles
+                    sidefiles.attach(debugger, target, print)
+        finally:
+            debugger.SetSelectedTarget(selected)
+            _preload(bytecode_root)      # (after the jobs these targets start are forked)
+        return
+    _preload(bytecode_root)

@@ -264,8 +264,8 @@ def _fast_entry(op: int):
     for an instruction without a legacy prefix; None where _general measures it (another map,
     VEX, EVEX, XOP's 8F, an invalid opcode, an immediate that depends on the ModRM byte)."""
     spec = _ONE.get(op)
-    if spec is None or spec[0] == "x" or op in (0x0F, 0xC4, 0xC5, 0x62, 0x8F) or spec[1] == "g":
-        return None
+    if spec is None or spec[0] == "x" or op == 0x8F or spec[1] == "g":
+        return None               # (0F, VEX and EVEX are not in _ONE; 8F may be XOP's: _general tells)
     has_modrm, imm = spec
     return (bool(has_modrm), _imm_size(imm, op, 0, False, 0, False) if imm else 0,
             _imm_size(imm, op, 0, False, 8, False) if imm else 0)

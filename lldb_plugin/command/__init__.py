@@ -38,24 +38,35 @@ class _OnFirstUse:
         try:
             real = self._real()
         except Exception as exc:       # never a traceback in the user's session
-            result.SetError("sframe: cannot load the command: %s: %s" % (type(exc).__name__, exc))
+            result.SetError(_cannot_load(exc))
             return
         return real(debugger, command, exe_ctx, result)
 
     def get_short_help(self):
-        return self._real().get_short_help()
+        try:
+            return self._real().get_short_help()
+        except Exception as exc:       # (one line, never a traceback)
+            return _cannot_load(exc)
 
     def get_long_help(self):
-        return self._real().get_long_help()
+        try:
+            return self._real().get_long_help()
+        except Exception as exc:
+            return _cannot_load(exc)
+
+
+def _cannot_load(exc):
+    return "sframe: cannot load the command: %s: %s" % (type(exc).__name__, exc)
 
 
 for _name, _module, _cls in _SUBCOMMANDS:
     globals()[_cls] = type(_cls, (_OnFirstUse,), {"module": _module, "cls": _cls, "__module__": __name__})
 
 
-def register(debugger, package):
+def register(debugger, package, bytecode_root=None):
     """Add the `sframe` container and its commands (again, if the plugin is imported again);
-    `package` is this package's full name, by which LLDB finds the command classes."""
+    `package` is this package's full name, by which LLDB finds the command classes;
+    `bytecode_root`: the plugin's directory, where its compiled modules are kept (None: not)."""
     ci = debugger.GetCommandInterpreter()
     failures = []
 
@@ -76,6 +87,6 @@ def register(debugger, package):
         access.TRACKER.clear()          # (imported again: the modules are tracked anew)
     if os.environ.get("SFRAME_LLDB_SIDEFILES", "1") != "0":
         try:
-            stophook.install(debugger, package.rsplit(".", 1)[0])
+            stophook.install(debugger, package.rsplit(".", 1)[0], bytecode_root)
         except Exception as exc:        # one line, never a traceback
             print("sframe: side files of DWARF CFI not set up: %s: %s" % (type(exc).__name__, exc))
