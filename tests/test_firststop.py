@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from helpers import realprogs
-from helpers.lldb import run_lldb
+from helpers.lldb import PLUGIN, run_lldb
 
 from sframekit.core.elf import sidecache, sidefile, sidework
 
@@ -231,3 +231,30 @@ def test_lldb23_other_functions_before_the_registers(tmp_path, monkeypatch):
     assert s2.returncode == 0, s2.stdout[-3000:]
     same, missing = _compare(_frames(s2.stdout, "second"), _frames(ref.stdout, "second"), "LLDB 23, next session", 3)
     assert same > 0 and missing <= same // 10, (same, missing)
+
+
+@pytest.mark.parametrize("lldb", [16, 23])
+def test_imported_after_the_target_stopped_at_entry(tmp_path, monkeypatch, lldb):
+    """The plugin imported into a target without a process (the program named on LLDB's command
+    line): its side files wait for a stop; none is attached at a launch stopped at its entry point
+    (the stop hook leaves that one alone: nothing has run), the next stop attaches them, and the
+    frames there are the reference's."""
+    cache = tmp_path / "cfi"
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
+    eh, noeh = _copies("host" if lldb == 16 else "sid", tmp_path)
+    ref = run_lldb(lldb, _stop(eh, tmp_path, "ref") + ["process kill"], tmp_path, "ref%d" % lldb, preamble=False)
+    symfile = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
+    lines = ["target create %s" % noeh, "command script import %s" % PLUGIN, symfile,
+             "breakpoint set -n sqlite3ExprCodeTarget", "breakpoint modify -i 44 1",
+             "process launch -s -i /dev/null -- -init %s :memory:" % (tmp_path / "deep.sql"), symfile,
+             "process continue", symfile, "script print('@@ first')", "bt", FRAMES, "script print('@@ end-first')",
+             "process kill"]
+    s = run_lldb(lldb, lines, tmp_path, "entry%d" % lldb, preamble=False)
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out and "sframe:" not in out.replace("sframe: wrote", ""), \
+        out[-3000:]
+    before, at_entry, at_stop = re.findall(r"^@@ symfile (.*)$", s.stdout, re.M)
+    assert str(cache) not in before and str(cache) not in at_entry, (before, at_entry)
+    assert at_stop.startswith(str(cache)), at_stop
+    _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, after the entry stop" % lldb)
+    _settled(cache)
