@@ -2,9 +2,10 @@
 has SFrame where no DWARF CFI covers it gets its side file of DWARF CFI (core.elf.sidecache, one
 per copy of a build, checked before each use), attached with `target symbols add`.
 
-When: at every stop, for the modules not seen before (a stop hook: imported before any target, in
-the dummy target, so every target gets it; imported later, in each existing target, and in a new
-one at its first `sframe` command), and at once for the targets that exist at the import.  The
+When: at every stop, for the modules not seen before (a stop hook, lldb_plugin.stophook: imported
+before any target, in the dummy target, so every target gets it; imported later, in each existing
+target, and in a new one at its first `sframe` command), but a launch's first stop at its entry
+point, and at once for the targets that hold a process or a core at the import.  The
 cache directory is also a debug-file search path, so a module without debug information created
 later finds a side file of its build by build ID as LLDB loads it; the plugin replaces it with the
 module's own copy's where it is another's.
