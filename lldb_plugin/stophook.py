@@ -10,6 +10,7 @@ files at once.
 import os
 import shlex
 import sys
+import threading
 
 from ..core import parallel
 from ..core.elf.cachedir import CacheError, cache_dir, private_dir
@@ -33,13 +34,24 @@ class StopHook:
         try:
             target = exe_ctx.GetTarget()
             if target is not None and target.IsValid() and not _at_entry(target.GetProcess()):
-                from . import sidefiles
-                sidefiles.attach(target.GetDebugger(), target, lambda line: stream.Print(line + "\n"))
+                ATTACHING.set()
+                try:
+                    from . import sidefiles
+                    sidefiles.attach(target.GetDebugger(), target, lambda line: stream.Print(line + "\n"))
+                finally:
+                    ATTACHED.set()
         except Exception as exc:           # never a traceback at a stop; why, once
             if not _SAID:
                 _SAID.append(exc)
                 stream.Print("sframe: side files of DWARF CFI not attached: %s: %s\n" % (type(exc).__name__, exc))
         return True
+
+
+# The first stop that attaches side files: once it begins, the preloading thread imports no more
+# (the stop imports what it still needs itself: two threads importing take turns at Python's lock,
+# and each goes slower); once it is over, the thread keeps the compiled modules.
+ATTACHING = threading.Event()
+ATTACHED = threading.Event()
 
 
 _SAID: list = []      # the stop hook's failure, said once a session
@@ -83,9 +95,9 @@ def _preload(bytecode_root):
     (the side files' attaching and cache; the unwinder, which finds the functions on the stacks;
     pyelftools' DWARF CFI reader, with its structures for a 64-bit target of this machine's byte
     order made: the C library's frames are unwound through its CFI; the side file's writer), while
-    LLDB goes on with the user's commands (it holds Python's lock only while it runs Python).  One
-    step at a time under core.parallel.IMPORTING: a fork waits for the step, not for them all."""
-    import threading
+    LLDB goes on with the user's commands (it holds Python's lock only while it runs Python), until
+    the first stop begins attaching.  One step at a time under core.parallel.IMPORTING: a fork
+    waits for the step, not for them all.  Then, after that stop, the compiled modules kept."""
 
     def structs():
         from ..core.dwarf import rows
@@ -105,21 +117,24 @@ def _preload(bytecode_root):
 
     def writer():
         from ..core.elf import sidefile  # noqa: F401
-    def bytecode():
-        if bytecode_root is not None:
-            _bytecode_kept(bytecode_root)
-    steps = (attaching, unwinder, pyelftools, structs, writer, bytecode)
+    steps = (attaching, unwinder, pyelftools, structs, writer)
 
     def preload():
         sys.setswitchinterval(_PRELOAD_INTERVAL)     # (LLDB's thread, back from a call into LLDB, waits less)
         try:
             for step in steps:
+                if ATTACHING.is_set():
+                    break
                 with parallel.IMPORTING:          # (a fork waits: core.parallel)
                     step()
         except Exception:
             pass                  # (imported again where it is needed, and fails there in words)
         finally:
             sys.setswitchinterval(_INTERVAL)
+        if bytecode_root is not None:
+            ATTACHED.wait()
+            with parallel.IMPORTING:
+                _bytecode_kept(bytecode_root)
     threading.Thread(target=preload, name="sframe-preload", daemon=True).start()
 
 
@@ -128,20 +143,39 @@ _PRELOAD_INTERVAL = min(_INTERVAL, 0.0005)
 
 
 def _bytecode_kept(root):
-    """The plugin's compiled modules written where they are out of date, for the next session, as
-    `command script import` keeps its own (lldb_plugin.__init__: LLDB's Python writes none, and
-    without them each session compiled the modules the thread imports again, a tenth of a second
-    of the first stop), but with py_compile, which writes whatever sys.dont_write_bytecode says
-    (the import puts it back while the thread runs), and in the timestamp form the import checks
-    (not the hashed one py_compile chooses under SOURCE_DATE_EPOCH).  The thread's last step:
-    checking every module takes a hundredth of a second.  `root`: the plugin's directory (none is
-    given where the user asked Python to write no compiled modules); where it cannot be written
-    (an installed copy has them), compileall says nothing."""
-    import compileall
+    """The compiled form of the plugin's imported modules (those under `root`, its directory)
+    written where it is missing or out of date, for the next session, as `command script import`
+    keeps its own (lldb_plugin.__init__: LLDB's Python writes none, and without them each session
+    compiled the modules the thread and the first stop import again, a tenth of a second of the
+    first stop); with py_compile, which writes whatever sys.dont_write_bytecode says (the import
+    puts it back while the thread runs), in the timestamp form the import checks (not the hashed
+    one py_compile chooses under SOURCE_DATE_EPOCH).  Where it cannot be written (an installed
+    copy has them), nothing is said."""
     import py_compile
-    for part in ("core", "lldb_plugin"):
-        compileall.compile_dir(os.path.join(root, part), quiet=2,
-                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    prefix = os.path.join(root, "")
+    for module in list(sys.modules.values()):
+        spec = getattr(module, "__spec__", None)
+        source, cached = getattr(spec, "origin", None), getattr(spec, "cached", None)
+        if not (source and cached and source.startswith(prefix) and source.endswith(".py")) or _fresh(source, cached):
+            continue
+        try:
+            py_compile.compile(source, cached, quiet=2, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+        except OSError:
+            pass
+
+
+def _fresh(source, cached):
+    """Is the compiled module at `cached` the import's for `source` (its magic number, the
+    timestamp form, the source's modification time and size)?"""
+    import importlib.util
+    try:
+        st = os.stat(source)
+        with open(cached, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return False
+    return head == importlib.util.MAGIC_NUMBER + bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") \
+        + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
 
 
 def _has_process(target):
@@ -173,8 +207,10 @@ def install(debugger, package, bytecode_root=None):
                 debugger.SetSelectedTarget(target)
                 ensure_hook(debugger, class_name)
                 if _has_process(target):
+                    ATTACHING.set()          # (what the thread would import, imported now)
                     from . import sidefiles
                     sidefiles.attach(debugger, target, print)
+                    ATTACHED.set()
         finally:
             debugger.SetSelectedTarget(selected)
             _preload(bytecode_root)      # (after the jobs these targets start are forked)

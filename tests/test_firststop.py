@@ -18,6 +18,7 @@ that keeps `.eh_frame`:
 import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -258,3 +259,75 @@ def test_imported_after_the_target_stopped_at_entry(tmp_path, monkeypatch, lldb)
     assert at_stop.startswith(str(cache)), at_stop
     _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, after the entry stop" % lldb)
     _settled(cache)
+
+
+def test_stack_file_leaves_the_code_out(tmp_path):
+    """A side file made at a stop (sidecache.partial) holds the program's headers and notes but not
+    the code and SFrame a linker placed before its last notes (sid's: the head was most of the
+    program): the same file, those bytes a hole reading as zeros, which no reader takes."""
+    built = realprogs.build("sid", "sqlite")
+    noeh = tmp_path / "sqlite"
+    subprocess.run(["objcopy", "--strip-debug", "-R", ".eh_frame", "-R", ".eh_frame_hdr", str(built), str(noeh)],
+                   check=True)
+    made = sidecache.partial(str(noeh), None, str(tmp_path / "cfi"), eh_frame=True)
+    assert made.path is not None, made
+    whole = tmp_path / "whole.debug"
+    sidefile.write(str(noeh), str(whole), callee_saved=False, eh_frame=True)
+    sparse, full = Path(made.path).read_bytes(), whole.read_bytes()
+    assert len(sparse) == len(full)
+    differ = [k for k in range(len(full)) if sparse[k] != full[k]] if sparse != full else []
+    assert differ and all(sparse[k] == 0 for k in differ), differ[:8]
+    assert os.stat(made.path).st_blocks * 512 < len(full) - len(differ) // 2, "no hole"
+    notes = subprocess.run(["readelf", "-nW", made.path], capture_output=True, text=True, check=True).stdout
+    ref = subprocess.run(["readelf", "-nW", str(noeh)], capture_output=True, text=True, check=True).stdout
+    assert "Build ID" in notes and notes == ref.replace(str(noeh), made.path), (notes, ref)
+
+
+def test_job_started_leaves_no_child_behind(tmp_path):
+    """sidework.start returns once the job holds its lock (not after the second fork): the job is
+    running then, and the first child, gone soon after, is collected (no zombie of the debugger)."""
+    eh, noeh = _copies("host", tmp_path)
+    cache = tmp_path / "cfi"
+    assert sidework.start(str(noeh), str(cache)) is None
+    assert sidework.state(str(noeh), str(cache)).running
+    deadline = time.monotonic() + 10
+    while _children():
+        assert time.monotonic() < deadline, "children left: %s" % _children()
+        time.sleep(0.05)
+    _settled(cache)
+    _one_entry(cache, noeh, tmp_path)
+
+
+def _children():
+    """This process's children (zombies too), from /proc."""
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        found += (task / "children").read_text().split()
+    return found
+
+
+@pytest.mark.parametrize("lldb", [16, 23])
+def test_the_first_stop_keeps_the_compiled_modules(tmp_path, monkeypatch, lldb):
+    """LLDB's Python writes no compiled modules: the plugin keeps those of the modules its import,
+    its thread and the first stop imported (lldb_plugin.stophook._bytecode_kept), after that stop,
+    in the timestamp form the next session's import takes."""
+    copy = tmp_path / "kit"
+    for name in ("core", "lldb_plugin"):
+        shutil.copytree(PLUGIN.parent / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
+    eh, noeh = _copies("host" if lldb == 16 else "sid", tmp_path)
+    wait = ("script import threading, time; [time.sleep(0.05) for _ in range(200) "
+            "if any(t.name == 'sframe-preload' for t in threading.enumerate())]")
+    lines = ["command script import %s" % (copy / "lldb_plugin")] + _stop(noeh, tmp_path, "kept") + [wait, "process kill"]
+    s = run_lldb(lldb, lines, tmp_path, "kept%d" % lldb, preamble=False)
+    assert s.returncode == 0 and "Traceback" not in s.stdout + s.stderr, s.stdout[-3000:]
+    for module in ("lldb_plugin/sidefiles.py", "lldb_plugin/command/backtrace.py", "core/elf/sidecache.py",
+                   "core/elf/sidefile.py", "core/unwind/unwinder.py", "core/dwarf/writer.py"):
+        source = copy / module
+        compiled = list((source.parent / "__pycache__").glob(source.stem + ".cpython-*.pyc"))
+        assert len(compiled) == 1, (module, compiled)
+        head, st = compiled[0].read_bytes()[4:16], source.stat()
+        assert head == bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + \
+            (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"), module
+    _settled(tmp_path / "cfi")

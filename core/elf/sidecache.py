@@ -302,7 +302,8 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
     path = os.path.join(where, "%s-%s-%d-%d%s.debug" % (at.copy.build_id.hex(), at.copy.shape, os.getpid(),
                                                          next(_STACK_FILES), ".eh" if eh_frame else ""))
     try:
-        sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts, eh_frame=eh_frame)
+        sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts, eh_frame=eh_frame,
+                        gaps=True)
     except NoSFrameError:
         return Made(None, NO_SFRAME, sframe=False)
     except SFrameError as exc:

@@ -77,13 +77,16 @@ class _Program:
     from_dynsym: bool
     copied: dict              # section number -> bytes of the sections copied as they are
     frame: bytes              # the program's own .debug_frame
+    holes: Tuple[Tuple[int, int], ...] = ()     # ranges of the head left as zeros, written as holes
 
     @property
     def has_symtab(self) -> bool:
         return any(sec.name == ".symtab" and sec.number in self.copied for sec in self.sections)
 
 
-def _read_program(path: str) -> _Program:
+def _read_program(path: str, gaps: bool = False) -> _Program:
+    """What the side file is made of.  `gaps`: the head's bytes that are neither headers nor
+    notes nor the interpreter's name left out, as zeros (`_head_pieces`)."""
     def load(elf: ElfFile, fh) -> _Program:
         order = "<" if elf.little_endian else ">"
         size = 64 if elf.elfclass == 64 else 52
@@ -97,7 +100,11 @@ def _read_program(path: str) -> _Program:
                 note_end = max(note_end, sec.offset + sec.size)
         phend = elf["e_phoff"] + elf["e_phentsize"] * elf.num_segments()
         note_end = max(note_end, phend)
-        head = read_at(fh, 0, note_end, "the program's headers and notes")
+        holes: Tuple[Tuple[int, int], ...] = ()
+        if gaps:
+            head, holes = _head_pieces(fh, sections, phend, note_end)
+        else:
+            head = read_at(fh, 0, note_end, "the program's headers and notes")
         names = {s.name: s for s in sections}
         symtab = None
         copied = {}
@@ -113,8 +120,33 @@ def _read_program(path: str) -> _Program:
         if ".symtab" not in names and ds is not None and 0 < ds.link < len(sections) and ds.type != SHT_NOBITS:
             symtab = (section_data(elf, ds), section_data(elf, sections[ds.link]), ds.info)
         return _Program(ehdr, elf.elfclass, order, sections, head, build_id, symtab, symtab is not None,
-                        copied, frame)
+                        copied, frame, holes)
     return load_elf(path, load, "its headers")
+
+
+def _head_pieces(fh, sections: List[SectionHeader], phend: int, note_end: int) -> Tuple[bytes, Tuple[Tuple[int, int], ...]]:
+    """The program's first `note_end` bytes with only its headers (up to `phend`), its notes and
+    its interpreter's name read, the rest zeros; and where those zeros are, page by page (the
+    holes of a sparse file).  A linker may place notes after the code and SFrame: the head is
+    then most of the program, and no reader of a side file takes those bytes (its allocated
+    sections are SHT_NOBITS)."""
+    head = bytearray(note_end)
+    head[:phend] = read_at(fh, 0, phend, "the program's headers")
+    kept = [(0, phend)]
+    for sec in sorted(sections, key=lambda sec: sec.offset):
+        if (sec.type == SHT_NOTE or sec.name == ".interp") and sec.flags & SHF_ALLOC and sec.type != SHT_NOBITS \
+                and phend <= sec.offset and sec.offset + sec.size <= note_end:
+            head[sec.offset:sec.offset + sec.size] = read_at(fh, sec.offset, sec.size, "section %s" % sec.name)
+            kept.append((sec.offset, sec.offset + sec.size))
+    holes = []
+    for (_lo, end), (start, _hi) in zip(kept, kept[1:] + [(note_end, note_end)]):
+        lo, hi = -(-end // _PAGE) * _PAGE, start // _PAGE * _PAGE
+        if hi - lo >= _PAGE:
+            holes.append((lo, hi))
+    return bytes(head), tuple(holes)
+
+
+_PAGE = 4096
 
 
 def _copied(sec: SectionHeader, names: dict) -> bool:
@@ -166,7 +198,7 @@ def _keep_entry(keep, outermost):
 
 def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False,
           workers: Optional[int] = None, debug_file: Optional[str] = None, only: Optional[Collection[int]] = None,
-          progress: Optional[Progress] = None, eh_frame: bool = False) -> SideFile:
+          progress: Optional[Progress] = None, eh_frame: bool = False, gaps: bool = False) -> SideFile:
     """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
     covers are left out (a debugger takes the program's CFI there) unless `all_functions`.
     `workers`: analyse in at most this many processes (None: one per core; core.parallel).
@@ -175,14 +207,16 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     starts of the functions to write (None: all); the entry code is written all the same.
     `progress`: told how far the analysis is (core.dwarf.writer.Progress).  `eh_frame`: the rows
     as `.eh_frame` (not allocated; core.dwarf.ehframe) instead of `.debug_frame`, for a debugger that
-    reads a second side file's `.debug_frame` only where the first had none (LLDB 23)."""
+    reads a second side file's `.debug_frame` only where the first had none (LLDB 23).  `gaps`:
+    the program's bytes between its headers and notes that no reader takes left out, as a hole
+    (`_head_pieces`: a file made at a stop is written sooner)."""
     image = ElfImage(program)
     sf = image.require_sframe()
-    prog = _read_program(program)
+    prog = _read_program(program, gaps)
     if debug_file is not None:
         if not prog.has_symtab:
             image.use_symbols_of(debug_file)   # (the analysis knows each function's start: s390x needs it)
-        prog = _with_debug_file(prog, _read_program(debug_file), debug_file)
+        prog = _with_debug_file(prog, _read_program(debug_file, gaps), debug_file)
     abi = abimod.for_elf(image.machine, image.big_endian)
     if abi is None:
         raise ElfError("%s: machine %s has no SFrame ABI" % (program, image.machine))
@@ -206,17 +240,24 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     if eh_frame:
         frame = ehframe.from_debug_frame(frame, prog.order == ">", 8 if prog.elfclass == 64 else 4)
     data = _assemble(prog, frame, symbols, ".eh_frame" if eh_frame else ".debug_frame")
-    write_private(out_path, data)
+    write_private(out_path, data, prog.holes)
     return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
                     symbols is not None)
 
 
-def write_private(path: str, data: bytes) -> None:
-    """`data` as the file at `path`, readable by its owner alone (0600), whole or not at all."""
+def write_private(path: str, data: bytes, holes: Collection[Tuple[int, int]] = ()) -> None:
+    """`data` as the file at `path`, readable by its owner alone (0600), whole or not at all;
+    `holes`: ranges of `data` that are zeros, not written (a sparse file reads them as zeros)."""
     tmp = "%s.tmp%d" % (path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+        view, at = memoryview(data), 0
+        for lo, hi in sorted(holes):
+            fh.write(view[at:lo])
+            fh.seek(hi)
+            at = hi
+        fh.write(view[at:])
+        fh.truncate(len(data))
     os.replace(tmp, path)
 
 

@@ -5,7 +5,9 @@ stacks (sidecache.partial).
 `start` forks twice from the debugger: the job is in a session of its own (no terminal, no
 signal meant for the debugger), at the idle priority (SCHED_IDLE: it takes only the CPU time
 the debugger and its inferior leave), with none of the debugger's files open, and
-no child of the debugger (nothing to reap; it outlives a debugger that quits).  It runs the
+no child of the debugger (it outlives a debugger that quits).  The debugger waits only until
+the first child holds the job's lock (a word through a pipe: the second fork, a copy of the
+debugger's whole address space, is not waited for), and a thread collects that child's exit.  It runs the
 analysis on the cores the machine gives it (core.parallel) and writes the entry as `side_file`
 does: the file renamed into place, then its record, so that a job killed halfway leaves the
 cache without the entry, never with half of one.
@@ -24,6 +26,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from typing import List, NamedTuple, Optional
@@ -112,6 +115,11 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
     if _held(at.beside(".lock")):
         return None
     try:
+        r, w = os.pipe()
+    except OSError as exc:
+        return "cannot start the analysis: %s" % exc.strerror
+    pid = -1
+    try:
         with warnings.catch_warnings():
             # (Python 3.12+ warns of a fork in a process with threads, the debugger's: the job
             # touches nothing of the debugger's)
@@ -122,8 +130,23 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
                 pid = os.fork()
     except OSError as exc:
         return "cannot start the analysis: %s" % exc.strerror
+    finally:
+        if pid < 0:
+            os.close(r)
+            os.close(w)
     if pid == 0:
-        _first_child(program, at, debug_file)          # (never returns)
+        os.close(r)
+        _first_child(program, at, debug_file, w)          # (never returns)
+    os.close(w)
+    try:
+        started = os.read(r, 1) == _STARTED      # (the lock taken: the job is running)
+    except OSError:
+        started = False
+    finally:
+        os.close(r)
+    if started:
+        _reap_later(pid)          # (it ends once it has forked the job: nothing waits for that here)
+        return None
     try:
         _pid, status = os.waitpid(pid, 0)
     except ChildProcessError:
@@ -133,10 +156,23 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
     return None
 
 
-def _first_child(program: str, at, debug_file: Optional[str]) -> None:
-    """Take the lock before this process ends, so that the debugger finds the job running (the
-    job keeps it: a lock belongs to the open file, which the job shares), and start the job in a
-    session of its own (never returns)."""
+_STARTED = b"s"       # the first child's word to the debugger: it holds the lock
+
+
+def _reap_later(pid: int) -> None:
+    """Collect the first child's exit in a thread of its own (no zombie is left behind)."""
+    def reap():
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+    threading.Thread(target=reap, name="sframe-reap", daemon=True).start()
+
+
+def _first_child(program: str, at, debug_file: Optional[str], told: int) -> None:
+    """Take the lock, then tell the debugger (`told`, a pipe) that the job is running (the job
+    keeps the lock: a lock belongs to the open file, which the job shares), and start the job in
+    a session of its own (never returns)."""
     code = _FAILED
     try:
         debugger = os.getppid()
@@ -153,6 +189,8 @@ def _first_child(program: str, at, debug_file: Optional[str]) -> None:
             code = _HELD
             raise BlockingIOError
         os.setsid()
+        os.write(told, _STARTED)
+        os.close(told)
         if os.fork() == 0:
             _job(program, at, debug_file, debugger, lock)
         code = 0
