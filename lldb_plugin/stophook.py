@@ -2,9 +2,9 @@
 
 Light on purpose: LLDB runs `command script import` before the user's first stop, which waits for
 it.  What the side files need (the cache, the writer, the unwinder that finds the functions on the
-stacks) is imported in a thread of its own meanwhile, and by the hook at the first stop where that
-thread has not finished; a target that already has a process or a core at the import gets its side
-files at once.
+stacks) is imported in a thread of its own meanwhile, until the first stop begins attaching (the
+stop imports the rest itself); a target that already has a process or a core at the import gets
+its side files at once.
 """
 
 import os
@@ -208,9 +208,11 @@ def install(debugger, package, bytecode_root=None):
                 ensure_hook(debugger, class_name)
                 if _has_process(target):
                     ATTACHING.set()          # (what the thread would import, imported now)
-                    from . import sidefiles
-                    sidefiles.attach(debugger, target, print)
-                    ATTACHED.set()
+                    try:
+                        from . import sidefiles
+                        sidefiles.attach(debugger, target, print)
+                    finally:
+                        ATTACHED.set()
         finally:
             debugger.SetSelectedTarget(selected)
             _preload(bytecode_root)      # (after the jobs these targets start are forked)

@@ -12,7 +12,10 @@ that keeps `.eh_frame`:
   side file through the session): every register the reference's;
 - a session killed while its job writes, and a job killed while it writes: the cache holds the
   whole entry or none, no temporary file is left, and the entry is the one `sframe cfi` writes;
-- two sessions at once on one build: one job writes the entry, the other finds it written.
+- two sessions at once on one build: one job writes the entry, the other finds it written;
+- what keeps the first stop short: the side file of the stacks' functions without the program's
+  bytes before its last note (a hole), the job waited for only until it holds its lock (and its
+  first process collected), the compiled modules kept after the first stop.
 """
 
 import fcntl
@@ -331,3 +334,29 @@ def test_the_first_stop_keeps_the_compiled_modules(tmp_path, monkeypatch, lldb):
         assert head == bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + \
             (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"), module
     _settled(tmp_path / "cfi")
+
+
+def test_head_holes_keep_every_note(tmp_path):
+    """The holes of a head (sidefile._head_pieces) never cover a byte of the headers, a note or
+    the interpreter's name, whatever their order and nesting, and cover whole pages only."""
+    from sframekit.core.elf.image import SHF_ALLOC, SectionHeader
+    data = bytes(range(256)) * 400          # 100 KiB, no zero page
+    path = tmp_path / "prog"
+    path.write_bytes(data)
+
+    def sec(k, name, kind, offset, size):
+        return SectionHeader(k, name, kind, SHF_ALLOC, offset, offset, size, 0, 0, 4, 0)
+    sections = [sec(1, ".note.a", 7, 0x100, 0x8000), sec(2, ".interp", 1, 0x200, 0x20),   # (nested in the first)
+                sec(3, ".text", 1, 0x9000, 0x6000), sec(4, ".note.b", 7, 0x12345, 0x30),
+                sec(5, ".note.c", 7, 0x18000, 0x10)]
+    with open(path, "rb") as fh:
+        head, holes = sidefile._head_pieces(fh, sections, 0x40, 0x18010)
+    assert len(head) == 0x18010 and holes
+    kept = [(0, 0x40), (0x100, 0x8100), (0x12345, 0x12375), (0x18000, 0x18010)]
+    for lo, hi in holes:
+        assert lo % 4096 == 0 and hi % 4096 == 0 and hi > lo
+        assert not any(lo < b and a < hi for a, b in kept), (hex(lo), hex(hi))
+    for a, b in kept:
+        assert head[a:b] == data[a:b]
+    assert not any(any(head[lo:hi]) for lo, hi in holes)
+    assert (0x9000, 0x12000) in holes and (0x13000, 0x18000) in holes, [(hex(a), hex(b)) for a, b in holes]

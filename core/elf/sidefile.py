@@ -130,19 +130,21 @@ def _head_pieces(fh, sections: List[SectionHeader], phend: int, note_end: int) -
     holes of a sparse file).  A linker may place notes after the code and SFrame: the head is
     then most of the program, and no reader of a side file takes those bytes (its allocated
     sections are SHT_NOBITS)."""
-    head = bytearray(note_end)
-    head[:phend] = read_at(fh, 0, phend, "the program's headers")
+    first = read_at(fh, 0, phend, "the program's headers")      # (checked before the allocation)
+    head = bytearray(note_end)          # (no larger than the file: its notes were read, and its headers)
+    head[:phend] = first
     kept = [(0, phend)]
     for sec in sorted(sections, key=lambda sec: sec.offset):
         if (sec.type == SHT_NOTE or sec.name == ".interp") and sec.flags & SHF_ALLOC and sec.type != SHT_NOBITS \
                 and phend <= sec.offset and sec.offset + sec.size <= note_end:
             head[sec.offset:sec.offset + sec.size] = read_at(fh, sec.offset, sec.size, "section %s" % sec.name)
             kept.append((sec.offset, sec.offset + sec.size))
-    holes = []
-    for (_lo, end), (start, _hi) in zip(kept, kept[1:] + [(note_end, note_end)]):
+    holes, end = [], 0
+    for start, stop in kept + [(note_end, note_end)]:
         lo, hi = -(-end // _PAGE) * _PAGE, start // _PAGE * _PAGE
         if hi - lo >= _PAGE:
             holes.append((lo, hi))
+        end = max(end, stop)
     return bytes(head), tuple(holes)
 
 
