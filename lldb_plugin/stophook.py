@@ -7,6 +7,7 @@ stop imports the rest itself); a target that already has a process or a core at 
 its side files at once.
 """
 
+import importlib.util
 import os
 import shlex
 import sys
@@ -133,8 +134,10 @@ def _preload(bytecode_root):
             sys.setswitchinterval(_INTERVAL)
         if bytecode_root is not None:
             ATTACHED.wait()
-            with parallel.IMPORTING:
+            try:
                 _bytecode_kept(bytecode_root)
+            except Exception:
+                pass              # (the next session compiles them again)
     threading.Thread(target=preload, name="sframe-preload", daemon=True).start()
 
 
@@ -150,24 +153,26 @@ def _bytecode_kept(root):
     first stop); with py_compile, which writes whatever sys.dont_write_bytecode says (the import
     puts it back while the thread runs), in the timestamp form the import checks (not the hashed
     one py_compile chooses under SOURCE_DATE_EPOCH).  Where it cannot be written (an installed
-    copy has them), nothing is said."""
-    import py_compile
+    copy has them), nothing is said.  Under core.parallel.IMPORTING a module at a time (a fork
+    waits for one, not for them all)."""
+    with parallel.IMPORTING:
+        import py_compile
     prefix = os.path.join(root, "")
     for module in list(sys.modules.values()):
         spec = getattr(module, "__spec__", None)
         source, cached = getattr(spec, "origin", None), getattr(spec, "cached", None)
         if not (source and cached and source.startswith(prefix) and source.endswith(".py")) or _fresh(source, cached):
             continue
-        try:
-            py_compile.compile(source, cached, quiet=2, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
-        except OSError:
-            pass
+        with parallel.IMPORTING:
+            try:
+                py_compile.compile(source, cached, quiet=2, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            except OSError:
+                pass
 
 
 def _fresh(source, cached):
     """Is the compiled module at `cached` the import's for `source` (its magic number, the
     timestamp form, the source's modification time and size)?"""
-    import importlib.util
     try:
         st = os.stat(source)
         with open(cached, "rb") as fh:

@@ -291,11 +291,12 @@ def test_job_started_leaves_no_child_behind(tmp_path):
     running then, and the first child, gone soon after, is collected (no zombie of the debugger)."""
     eh, noeh = _copies("host", tmp_path)
     cache = tmp_path / "cfi"
+    before = set(_children())
     assert sidework.start(str(noeh), str(cache)) is None
     assert sidework.state(str(noeh), str(cache)).running
     deadline = time.monotonic() + 10
-    while _children():
-        assert time.monotonic() < deadline, "children left: %s" % _children()
+    while set(_children()) - before:
+        assert time.monotonic() < deadline, "children left: %s" % (set(_children()) - before)
         time.sleep(0.05)
     _settled(cache)
     _one_entry(cache, noeh, tmp_path)
@@ -313,7 +314,8 @@ def _children():
 def test_the_first_stop_keeps_the_compiled_modules(tmp_path, monkeypatch, lldb):
     """LLDB's Python writes no compiled modules: the plugin keeps those of the modules its import,
     its thread and the first stop imported (lldb_plugin.stophook._bytecode_kept), after that stop,
-    in the timestamp form the next session's import takes."""
+    in the timestamp form the next session's import takes; and writes them again where the
+    sources changed since (a second session)."""
     copy = tmp_path / "kit"
     for name in ("core", "lldb_plugin"):
         shutil.copytree(PLUGIN.parent / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -323,40 +325,53 @@ def test_the_first_stop_keeps_the_compiled_modules(tmp_path, monkeypatch, lldb):
     wait = ("script import threading, time; [time.sleep(0.05) for _ in range(200) "
             "if any(t.name == 'sframe-preload' for t in threading.enumerate())]")
     lines = ["command script import %s" % (copy / "lldb_plugin")] + _stop(noeh, tmp_path, "kept") + [wait, "process kill"]
-    s = run_lldb(lldb, lines, tmp_path, "kept%d" % lldb, preamble=False)
-    assert s.returncode == 0 and "Traceback" not in s.stdout + s.stderr, s.stdout[-3000:]
-    for module in ("lldb_plugin/sidefiles.py", "lldb_plugin/command/backtrace.py", "core/elf/sidecache.py",
-                   "core/elf/sidefile.py", "core/unwind/unwinder.py", "core/dwarf/writer.py"):
-        source = copy / module
-        compiled = list((source.parent / "__pycache__").glob(source.stem + ".cpython-*.pyc"))
-        assert len(compiled) == 1, (module, compiled)
-        head, st = compiled[0].read_bytes()[4:16], source.stat()
-        assert head == bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + \
-            (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"), module
-    _settled(tmp_path / "cfi")
+    modules = ("lldb_plugin/sidefiles.py", "lldb_plugin/command/backtrace.py", "core/elf/sidecache.py",
+               "core/elf/sidefile.py", "core/unwind/unwinder.py", "core/dwarf/writer.py")
+    for session in (1, 2):
+        s = run_lldb(lldb, lines, tmp_path, "kept%d-%d" % (lldb, session), preamble=False)
+        assert s.returncode == 0 and "Traceback" not in s.stdout + s.stderr, s.stdout[-3000:]
+        for module in modules:
+            source = copy / module
+            compiled = list((source.parent / "__pycache__").glob(source.stem + ".cpython-*.pyc"))
+            assert len(compiled) == 1, (module, compiled)
+            head, st = compiled[0].read_bytes()[4:16], source.stat()
+            assert head == bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + \
+                (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"), (session, module)
+        _settled(tmp_path / "cfi")
+        shutil.rmtree(tmp_path / "cfi")
+        for module in modules:            # (changed since: their compiled forms out of date)
+            os.utime(copy / module, (time.time() + 60, time.time() + 60))
 
 
 def test_head_holes_keep_every_note(tmp_path):
-    """The holes of a head (sidefile._head_pieces) never cover a byte of the headers, a note or
-    the interpreter's name, whatever their order and nesting, and cover whole pages only."""
+    """The holes of a head (sidefile._head_pieces) never cover a byte of the ELF header, the
+    program headers, a note, the interpreter's name or a kept segment (a note without a section),
+    whatever their order and nesting, and cover whole pages only; a note of no bytes far past the
+    end of the file is refused, never allocated."""
     from sframekit.core.elf.image import SHF_ALLOC, SectionHeader
-    data = bytes(range(256)) * 400          # 100 KiB, no zero page
+    from sframekit.core.errors import ElfError
+    data = bytes(range(1, 256)) * 480          # 120 KiB, no zero byte
     path = tmp_path / "prog"
     path.write_bytes(data)
 
     def sec(k, name, kind, offset, size):
         return SectionHeader(k, name, kind, SHF_ALLOC, offset, offset, size, 0, 0, 4, 0)
-    sections = [sec(1, ".note.a", 7, 0x100, 0x8000), sec(2, ".interp", 1, 0x200, 0x20),   # (nested in the first)
-                sec(3, ".text", 1, 0x9000, 0x6000), sec(4, ".note.b", 7, 0x12345, 0x30),
-                sec(5, ".note.c", 7, 0x18000, 0x10)]
+    sections = [sec(4, ".note.b", 7, 0x12345, 0x30), sec(3, ".text", 1, 0x9000, 0x6000),
+                sec(5, ".note.c", 7, 0x18000, 0x10), sec(2, ".interp", 1, 0x200, 0x20),   # (nested in .note.a)
+                sec(1, ".note.a", 7, 0x30, 0x8000),                                       # (across the headers' end)
+                sec(6, ".note.z", 7, 0x1d000, 0x20)]
+    segments = [(4, 0x1b000, 0x40), (1, 0, 0x1d020)]       # (a PT_NOTE without a section; the PT_LOAD not kept)
     with open(path, "rb") as fh:
-        head, holes = sidefile._head_pieces(fh, sections, 0x40, 0x18010)
-    assert len(head) == 0x18010 and holes
-    kept = [(0, 0x40), (0x100, 0x8100), (0x12345, 0x12375), (0x18000, 0x18010)]
+        head, holes = sidefile._head_pieces(fh, sections, segments, 0x40, 0x1d020)
+    assert len(head) == 0x1d020 and holes
+    kept = [(0, 0x40), (0x30, 0x8030), (0x12345, 0x12375), (0x18000, 0x18010), (0x1b000, 0x1b040), (0x1d000, 0x1d020)]
     for lo, hi in holes:
         assert lo % 4096 == 0 and hi % 4096 == 0 and hi > lo
         assert not any(lo < b and a < hi for a, b in kept), (hex(lo), hex(hi))
     for a, b in kept:
         assert head[a:b] == data[a:b]
     assert not any(any(head[lo:hi]) for lo, hi in holes)
-    assert (0x9000, 0x12000) in holes and (0x13000, 0x18000) in holes, [(hex(a), hex(b)) for a, b in holes]
+    assert [(hex(a), hex(b)) for a, b in holes] == [("0x9000", "0x12000"), ("0x13000", "0x18000"),
+                                                    ("0x19000", "0x1b000"), ("0x1c000", "0x1d000")]
+    with open(path, "rb") as fh, pytest.raises(ElfError, match="beyond the end of the file"):
+        sidefile._head_pieces(fh, [sec(7, ".note.far", 7, 1 << 40, 0)], [], 0x40, 1 << 40)

@@ -102,7 +102,8 @@ def _read_program(path: str, gaps: bool = False) -> _Program:
         note_end = max(note_end, phend)
         holes: Tuple[Tuple[int, int], ...] = ()
         if gaps:
-            head, holes = _head_pieces(fh, sections, phend, note_end)
+            segments = [(seg["p_type"], seg["p_offset"], seg["p_filesz"]) for seg in elf.iter_segments()]
+            head, holes = _head_pieces(fh, sections, segments, max(phend, size), note_end)
         else:
             head = read_at(fh, 0, note_end, "the program's headers and notes")
         names = {s.name: s for s in sections}
@@ -124,21 +125,29 @@ def _read_program(path: str, gaps: bool = False) -> _Program:
     return load_elf(path, load, "its headers")
 
 
-def _head_pieces(fh, sections: List[SectionHeader], phend: int, note_end: int) -> Tuple[bytes, Tuple[Tuple[int, int], ...]]:
-    """The program's first `note_end` bytes with only its headers (up to `phend`), its notes and
-    its interpreter's name read, the rest zeros; and where those zeros are, page by page (the
-    holes of a sparse file).  A linker may place notes after the code and SFrame: the head is
-    then most of the program, and no reader of a side file takes those bytes (its allocated
-    sections are SHT_NOBITS)."""
-    first = read_at(fh, 0, phend, "the program's headers")      # (checked before the allocation)
-    head = bytearray(note_end)          # (no larger than the file: its notes were read, and its headers)
-    head[:phend] = first
-    kept = [(0, phend)]
-    for sec in sorted(sections, key=lambda sec: sec.offset):
-        if (sec.type == SHT_NOTE or sec.name == ".interp") and sec.flags & SHF_ALLOC and sec.type != SHT_NOBITS \
-                and phend <= sec.offset and sec.offset + sec.size <= note_end:
-            head[sec.offset:sec.offset + sec.size] = read_at(fh, sec.offset, sec.size, "section %s" % sec.name)
+def _head_pieces(fh, sections: List[SectionHeader], segments: List[Tuple[int, int, int]], headers: int,
+                 note_end: int) -> Tuple[bytes, Tuple[Tuple[int, int], ...]]:
+    """The program's first `note_end` bytes with only its ELF and program headers (up to
+    `headers`), its notes, its interpreter's name and the segments a side file keeps the bytes of
+    (`segments`: (p_type, p_offset, p_filesz)) read, the rest zeros; and where those zeros are,
+    page by page (the holes of a sparse file).  A linker may place notes after the code and
+    SFrame: the head is then most of the program, and no reader of a side file takes those bytes
+    (its allocated sections are SHT_NOBITS)."""
+    try:
+        size = os.fstat(fh.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        size = None
+    if size is not None and note_end > size:        # (a note of no bytes far out: never allocated)
+        raise ElfError("the program's headers and notes (%d bytes) lie beyond the end of the file" % note_end)
+    kept = [(0, headers)]
+    for sec in sections:
+        if (sec.type == SHT_NOTE or sec.name == ".interp") and sec.flags & SHF_ALLOC and sec.type != SHT_NOBITS:
             kept.append((sec.offset, sec.offset + sec.size))
+    kept += [(offset, offset + filesz) for kind, offset, filesz in segments if kind in _KEPT_SEGMENTS]
+    kept = sorted((lo, min(hi, note_end)) for lo, hi in kept if lo < min(hi, note_end))
+    head = bytearray(note_end)
+    for lo, hi in kept:
+        head[lo:hi] = read_at(fh, lo, hi - lo, "the program's headers and notes")
     holes, end = [], 0
     for start, stop in kept + [(note_end, note_end)]:
         lo, hi = -(-end // _PAGE) * _PAGE, start // _PAGE * _PAGE

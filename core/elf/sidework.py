@@ -139,7 +139,7 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
         _first_child(program, at, debug_file, w)          # (never returns)
     os.close(w)
     try:
-        started = os.read(r, 1) == _STARTED      # (the lock taken: the job is running)
+        started = os.read(r, 1) == _STARTED      # (the lock held: the job is running, or says why not)
     except OSError:
         started = False
     finally:
@@ -170,9 +170,9 @@ def _reap_later(pid: int) -> None:
 
 
 def _first_child(program: str, at, debug_file: Optional[str], told: int) -> None:
-    """Take the lock, then tell the debugger (`told`, a pipe) that the job is running (the job
-    keeps the lock: a lock belongs to the open file, which the job shares), and start the job in
-    a session of its own (never returns)."""
+    """Take the lock, then tell the debugger (`told`, a pipe) that it is held (the job keeps it:
+    a lock belongs to the open file, which the job shares), and start the job in a session of its
+    own; where that fails, `.failed` says why (never returns)."""
     code = _FAILED
     try:
         debugger = os.getppid()
@@ -191,7 +191,12 @@ def _first_child(program: str, at, debug_file: Optional[str], told: int) -> None
         os.setsid()
         os.write(told, _STARTED)
         os.close(told)
-        if os.fork() == 0:
+        try:
+            child = os.fork()
+        except OSError as exc:      # (the debugger was told: `state` says why, the lock released)
+            _failed(at, "cannot start the analysis: %s" % exc.strerror)
+            raise
+        if child == 0:
             _job(program, at, debug_file, debugger, lock)
         code = 0
     except BaseException:
