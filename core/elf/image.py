@@ -157,13 +157,19 @@ _CHDR = {64: ("IIQQ", 24), 32: ("III", 12)}     # ch_type (ch_reserved) ch_size 
 _ELFCOMPRESS_ZLIB = 1
 
 
+def file_size(stream) -> Optional[int]:
+    """The size of the file `stream` reads, or None where it is not a file (an in-memory stream:
+    its read says how much there is)."""
+    try:
+        return os.fstat(stream.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def read_at(stream, offset: int, size: int, what: str) -> bytes:
     """`size` bytes of the file at `offset`, checked against the file's size first (a header's
     claim is never trusted with a read or an allocation larger than the file)."""
-    try:
-        end: Optional[int] = os.fstat(stream.fileno()).st_size
-    except (AttributeError, OSError, ValueError):
-        end = None            # not a file (an in-memory stream): its read says how much there is
+    end = file_size(stream)
     if offset < 0 or size < 0 or (end is not None and offset + size > end):
         raise ElfError("%s (%d bytes at file offset %#x) lies beyond the end of the file" % (what, size, offset))
     stream.seek(offset)

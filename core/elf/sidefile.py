@@ -35,7 +35,18 @@ from ..dwarf.writer import Progress, debug_frame
 from ..errors import ElfError
 from ..sframe.index import SFrameIndex
 from . import entry as entrymod
-from .image import SHF_ALLOC, SHT_NOBITS, ElfFile, ElfImage, SectionHeader, load_elf, read_at, section_data, section_headers
+from .image import (
+    SHF_ALLOC,
+    SHT_NOBITS,
+    ElfFile,
+    ElfImage,
+    SectionHeader,
+    file_size,
+    load_elf,
+    read_at,
+    section_data,
+    section_headers,
+)
 from .notes import SHT_NOTE, build_id_in, debug_file_path
 
 SHT_NULL = 0
@@ -133,10 +144,7 @@ def _head_pieces(fh, sections: List[SectionHeader], segments: List[Tuple[int, in
     page by page (the holes of a sparse file).  A linker may place notes after the code and
     SFrame: the head is then most of the program, and no reader of a side file takes those bytes
     (its allocated sections are SHT_NOBITS)."""
-    try:
-        size = os.fstat(fh.fileno()).st_size
-    except (AttributeError, OSError, ValueError):
-        size = None
+    size = file_size(fh)
     if size is not None and note_end > size:        # (a note of no bytes far out: never allocated)
         raise ElfError("the program's headers and notes (%d bytes) lie beyond the end of the file" % note_end)
     kept = [(0, headers)]
