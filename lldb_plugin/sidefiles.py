@@ -259,8 +259,13 @@ def _attach_file(debugger, target, module, path, twice=True):
 def _attach_partial(debugger, target, module, path, starts, own, eh_frame=False):
     """Write a side file of CFA, RA and FP rows (sidecache.partial: of the functions at `starts`,
     or of all; as `.eh_frame` where `eh_frame`) and attach it: (its path, None), or (None, the
-    status saying why not; None where the module has no usable SFrame)."""
-    made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame)
+    status saying why not; None where the module has no usable SFrame).  The `.eh_frame` file
+    (LLDB 23, added once, then replaced by the one with registers) carries a compile unit that
+    describes nothing: LLDB reads it with its DWARF reader alone, not also parsing the program's
+    symbols once more (core.dwarf.emptyunit).  Not the others: LLDB 16 replaces the file it
+    takes by another, and before LLDB 23 a module loses its load addresses where a side file
+    replaces one that holds debug information."""
+    made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame, empty_unit=eh_frame)
     if made.path is None:
         return None, (_not_attached(made.why) if made.sframe else None)
     failed = _attach_file(debugger, target, module, made.path, not eh_frame)

@@ -9,6 +9,8 @@ import random
 import re
 import struct
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from helpers import toolchains as T
@@ -225,3 +227,34 @@ def test_choose():
     assert choose(Mode.AUTO, True, lambda: None) == Choice(True, "mode auto: no DWARF CFI covers it")
     assert choose(Mode.AUTO, False, cfi, debugger="LLDB").reason == "mode auto: LLDB's DWARF unwinders are disabled"
     assert Mode.names() == ["auto", "always", "off"]
+
+
+_FIRST_ROW = """
+import sys, types
+pkg = types.ModuleType("sframekit"); pkg.__path__ = [%(repo)r]; sys.modules["sframekit"] = pkg
+from sframekit.core.arch.abi import AMD64
+from sframekit.core.dwarf.rows import CfiRows
+from sframekit.core.elf.image import ElfImage
+row = CfiRows(ElfImage(%(libc)r).cfi_sections(0), AMD64).row(%(pc)d)
+print("row", row is not None and row.cfa is not None)
+print("before", "pdb" in sys.modules, "asyncio" in sys.modules)
+import pdb
+print("after", pdb.Pdb.__name__, type(sys.modules["pdb"]).__name__)
+"""
+
+
+@pytest.mark.parametrize("root", [None, "lldb23"])
+def test_the_first_cfi_row_imports_no_pdb(root):
+    """The first CFI row a walk asks for (LLDB's first stop unwinding the C library) imports
+    pyelftools' decoder with `pdb` deferred (core.pyelftools): Python 3.14's `pdb` imports
+    `asyncio`, a tenth of a second of that stop.  Then the user's `import pdb` is the real one.
+    In the host's Python 3.11 and in LLDB 23's 3.14 (its root's C library)."""
+    libc = T.run_in("host", ["python3", "-c", "import os; print(os.path.realpath('/lib/x86_64-linux-gnu/libc.so.6'))"],
+                    root=root, check=True).stdout.strip()
+    seen = (T.root_path(root) if root else Path("/")) / libc.lstrip("/")
+    text = subprocess.run(["readelf", "--debug-dump=frames", str(seen)], stdout=subprocess.PIPE, text=True).stdout
+    lo = next(int(m.group(2), 16) for m in _FDE_LINE.finditer(text) if int(m.group(3), 16) > int(m.group(2), 16))
+    code = _FIRST_ROW % {"repo": str(T.REPO), "libc": libc, "pc": lo}
+    python = "python3" if root else sys.executable      # (the host's: the one with pyelftools)
+    out = T.run_in("host", [python, "-c", code], root=root, check=True).stdout.split("\n")
+    assert out[:3] == ["row True", "before False False", "after Pdb module"], out

@@ -179,6 +179,37 @@ def test_eh_frame_says_what_debug_frame_says(corpus, tmp_path, toolchain):
     print("%s: %d programs, %d FDEs with the same rows in both forms" % (toolchain, len(paths), fdes))
 
 
+@pytest.mark.parametrize("toolchain", ["host", "sid-s390x"])
+def test_empty_unit_describes_nothing(corpus, tmp_path, toolchain):
+    """LLDB 23's file of the stacks' functions carries a compile unit that describes nothing
+    (core.dwarf.emptyunit) where it has no debug information: readelf and llvm-dwarfdump --verify
+    read it without a complaint in either byte order, one unit, no attributes, an empty line
+    program; where the program has debug information (the fixtures are built with -g), that is
+    the file's only, as without the unit."""
+    b = corpus.select(toolchain=toolchain)[0]
+    bare = tmp_path / "bare"
+    T.run_in(toolchain, [T.toolchain(toolchain).tool("objcopy"), "--strip-debug", str(b.noeh), str(bare)], check=True)
+    for program, units in ((bare, 1), (b.noeh, None)):
+        out = tmp_path / (program.name + ".eh")
+        sidefile.write(str(program), str(out), callee_saved=False, eh_frame=True, empty_unit=True)
+        r = subprocess.run(["readelf", "--debug-dump=info,abbrev,rawline", str(out)], capture_output=True, text=True)
+        assert r.returncode == 0 and not r.stderr and "Warning" not in r.stdout, (program, r.stderr)
+        if units is None:
+            plain = tmp_path / (program.name + ".plain")
+            sidefile.write(str(program), str(plain), callee_saved=False, eh_frame=True)
+            assert out.read_bytes() == plain.read_bytes(), program
+            continue
+        assert r.stdout.count("Compilation Unit @") == 1 and "DW_TAG_compile_unit" in r.stdout, r.stdout
+        assert not re.search(r"^\s+<\w+>\s+DW_AT_", r.stdout, re.M), r.stdout      # no attributes
+        assert "Opcode Base:                 13" in r.stdout and "No Line Number Statements" in r.stdout, r.stdout
+        d = T.run_in("sid", ["llvm-dwarfdump-23", "--verify", str(out)], binds=[tmp_path])
+        assert d.returncode == 0 and "No errors." in d.stdout, (d.stdout[-2000:], d.stderr[-2000:])
+        plain = tmp_path / "bare.plain"
+        sidefile.write(str(bare), str(plain), callee_saved=False, eh_frame=True)
+        r = subprocess.run(["readelf", "-S", str(plain)], capture_output=True, text=True, check=True)
+        assert ".debug_info" not in r.stdout
+
+
 def test_eh_frame_rewrite_refuses_what_it_cannot_read():
     """A `.debug_frame` the rewrite cannot take: CfiError naming the offset, nothing else."""
     cie = struct.pack("<IIB", 12, 0xFFFFFFFF, 3) + b"\0" + bytes([1, 0x78, 16]) + b"\0\0\0"

@@ -337,6 +337,7 @@ class CfiRows:
         if sec is None:
             return None
         try:
+            pyelftools.load()
             from elftools.dwarf.callframe import FDE
             if self._structs is None:
                 self._structs = dwarf_structs(not self.abi.big_endian, 32, self.abi.ptr_size)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Collection, List, Optional, Tuple
 
 from ..arch import abi as abimod
-from ..dwarf import ehframe
+from ..dwarf import ehframe, emptyunit
 from ..dwarf.coverage import CfiIndex
 from ..dwarf.writer import Progress, debug_frame
 from ..errors import ElfError
@@ -217,7 +217,8 @@ def _keep_entry(keep, outermost):
 
 def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False,
           workers: Optional[int] = None, debug_file: Optional[str] = None, only: Optional[Collection[int]] = None,
-          progress: Optional[Progress] = None, eh_frame: bool = False, gaps: bool = False) -> SideFile:
+          progress: Optional[Progress] = None, eh_frame: bool = False, gaps: bool = False,
+          empty_unit: bool = False) -> SideFile:
     """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
     covers are left out (a debugger takes the program's CFI there) unless `all_functions`.
     `workers`: analyse in at most this many processes (None: one per core; core.parallel).
@@ -228,7 +229,9 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     as `.eh_frame` (not allocated; core.dwarf.ehframe) instead of `.debug_frame`, for a debugger that
     reads a second side file's `.debug_frame` only where the first had none (LLDB 23).  `gaps`:
     the program's bytes between its headers and notes that no reader takes left out, as a hole
-    (`_head_pieces`: a file made at a stop is written sooner)."""
+    (`_head_pieces`: a file made at a stop is written sooner).  `empty_unit`: where the side file
+    carries no debug information, a compile unit that describes nothing (core.dwarf.emptyunit: LLDB
+    then reads the file with its DWARF reader alone, and takes it sooner)."""
     image = ElfImage(program)
     sf = image.require_sframe()
     prog = _read_program(program, gaps)
@@ -258,7 +261,10 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     frame = prog.frame + written.data
     if eh_frame:
         frame = ehframe.from_debug_frame(frame, prog.order == ">", 8 if prog.elfclass == 64 else 4)
-    data = _assemble(prog, frame, symbols, ".eh_frame" if eh_frame else ".debug_frame")
+    unit: Tuple[Tuple[str, bytes], ...] = ()
+    if empty_unit and not any(sec.name == ".debug_info" and sec.number in prog.copied for sec in prog.sections):
+        unit = emptyunit.empty_unit(prog.order == ">", 8 if prog.elfclass == 64 else 4)
+    data = _assemble(prog, frame, symbols, ".eh_frame" if eh_frame else ".debug_frame", unit)
     write_private(out_path, data, prog.holes)
     return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
                     symbols is not None)
@@ -363,7 +369,7 @@ def build_id_path(directory: str, program: str) -> str:
 
 
 def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes, int]] = None,
-              frame_name: str = ".debug_frame") -> bytes:
+              frame_name: str = ".debug_frame", extra: Tuple[Tuple[str, bytes], ...] = ()) -> bytes:
     e, wide = prog.order, prog.elfclass == 64
     shdr_fmt = e + _SHDR[prog.elfclass]
     shdr_size = struct.calcsize(shdr_fmt)
@@ -409,6 +415,8 @@ def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes
         headers.append(row)
     else:
         headers[frame_index] = row
+    for sec_name, sec_data in extra:
+        headers.append((name(sec_name), SHT_PROGBITS, 0, 0, place(sec_data, 1), len(sec_data), 0, 0, 1, 0))
     symtab = symbols if symbols is not None else prog.symtab
     if symtab is not None:
         syms, strs, info = symtab
