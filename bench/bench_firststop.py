@@ -2,10 +2,13 @@
 alone on the copy that keeps `.eh_frame`; the same stop, the same run.  Prints figures and ratios
 (target <= 1.3); it passes or fails nothing.
 
-    /usr/bin/python3 bench/bench_firststop.py [--rounds R] [--lldb 16 23] [--program NAME ...]
+    /usr/bin/python3 bench/bench_firststop.py [--rounds R] [--lldb 16 23] [--program NAME ...] [--lldbinit]
 
 A session: `lldb -b` on the program, a breakpoint, `run`, `bt`; timed from LLDB's start to the
-end of `bt`'s output (wall clock, printed by LLDB's Python after it).  With the plugin the session
+end of `bt`'s output (wall clock, printed by LLDB's Python after it).  The plugin is imported
+after LLDB made the target of its argument (`lldb -o 'command script import ...' PROGRAM`: its
+thread then has only the launch to import in), or with `--lldbinit` before the target is made,
+as from ~/.lldbinit.  With the plugin the session
 also waits, after `bt`, for the side file with registers (`sframe info --wait`): the time until
 it is attached (LLDB 16 takes a side file that replaces another; LLDB 23 a first one's `.eh_frame`,
 then the second's `.debug_frame`).  Then the job that wrote it has ended, and the next session starts on a quiet
@@ -24,6 +27,7 @@ import argparse
 import fcntl
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -63,18 +67,23 @@ def _programs(work):
 _MARK = "script import time; print('@@ %s %.6f' % time.time())"
 
 
-def _session(lldb, exe, run_args, breaks, plugin, cache):
-    """(seconds to the end of bt, seconds to the side file with registers or None, frames in bt)."""
+def _session(lldb, exe, run_args, breaks, plugin, cache, lldbinit=False):
+    """(seconds to the end of bt, seconds to the side file with registers or None, frames in bt).
+    `lldbinit`: the plugin imported before the target is made, as from ~/.lldbinit (the install
+    the README gives), the target made by a command in both sessions; else the program is LLDB's
+    argument, its target made before the commands, and the plugin imported after it."""
     lines = []
     if plugin:
         lines.append("command script import %s" % (REPO / "lldb_plugin"))
+    if lldbinit:
+        lines.append("target create %s" % shlex.quote(str(exe)))
     lines += breaks + ["process launch -- %s" % run_args if run_args else "process launch", "bt",
                        _MARK.replace("%s", "bt", 1)]
     if plugin:
         lines += ["sframe info --wait", _MARK.replace("%s", "full", 1)]
     lines += ["process kill"]
     argv = ["lldb-16"] if lldb == 16 else [str(INROOT), "lldb23", "lldb-23"]
-    argv += ["-b", "-x", "-o", "settings set use-color false"] + [a for line in lines for a in ("-o", line)] + [str(exe)]
+    argv += ["-b", "-x", "-o", "settings set use-color false"] + [a for line in lines for a in ("-o", line)] + ([] if lldbinit else [str(exe)])
     env = dict(os.environ, SFRAME_CFI_CACHE=str(cache), TERM="dumb", SFRAME_BINDS="%s:%s" % (REPO, cache.parent))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.time()
@@ -98,6 +107,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--lldb", type=int, nargs="+", default=[16, 23], choices=(16, 23))
     p.add_argument("--program", nargs="+", choices=("sqlite-host", "sqlite-sid", "many50000"))
+    p.add_argument("--lldbinit", action="store_true",
+                   help="import the plugin before the target is made, as from ~/.lldbinit")
     args = p.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="firststop-", dir=str(WORK)))
@@ -113,8 +124,8 @@ def main():
                 alone, plugin, full = [], [], []
                 for k in range(-1, args.rounds):
                     cache = work / ("cfi-%d-%s-%d" % (lldb, name, k))
-                    t, _none, n_eh = _session(lldb, eh, run_args, breaks, False, cache)
-                    t2, f, n_side = _session(lldb, noeh, run_args, breaks, True, cache)
+                    t, _none, n_eh = _session(lldb, eh, run_args, breaks, False, cache, args.lldbinit)
+                    t2, f, n_side = _session(lldb, noeh, run_args, breaks, True, cache, args.lldbinit)
                     _quiet(cache)
                     shutil.rmtree(cache, ignore_errors=True)
                     if k >= 0:
@@ -122,10 +133,10 @@ def main():
                         plugin.append(t2)
                         full.append(f)
                 a, b = statistics.median(alone), statistics.median(plugin)
-                print("lldb %d, %s: first stop's bt (%d frames) with .eh_frame, no plugin %.2f s; without it, the plugin, "
+                print("lldb %d, %s%s: first stop's bt (%d frames) with .eh_frame, no plugin %.2f s; without it, the plugin, "
                       "an empty cache %.2f s (%d frames): ratio %.2f (target <= 1.3); the side file with registers "
                       "%s at %.2f s (medians of %d)" % (
-                          lldb, name, n_eh, a, b, n_side, b / a,
+                          lldb, name, " (imported as from ~/.lldbinit)" if args.lldbinit else "", n_eh, a, b, n_side, b / a,
                           "attached",
                           statistics.median(f for f in full if f is not None), args.rounds))
                 sys.stdout.flush()
