@@ -13,7 +13,6 @@ result is the serial one, exceptions included (the first part in order that rais
 
 import contextlib
 import os
-import pickle
 import signal
 import threading
 import warnings
@@ -104,6 +103,7 @@ def _start(fn, parts, queue: int, others: List[int]):
     """(pid, read end of its pipe) of a child taking parts from the queue, or None where no child
     could be forked.  `others`: the read ends of the children before it (the child closes its
     copies, so that a child whose results are not read gets EPIPE instead of waiting)."""
+    import pickle  # noqa: F401  (for the child: imported before the fork, not when this module is; a debugger's first stop forks none)
     try:
         r, w = os.pipe()
     except OSError:
@@ -138,6 +138,7 @@ def _child(fn, parts, queue: int, r: int, w: int, others: List[int]) -> None:
             pass                                              # (not the main thread: left as it is)
         for fd in [r] + others:
             os.close(fd)
+        import pickle  # (loaded by the parent before the fork: _start)
         data = pickle.dumps(_take(fn, parts, queue), protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(w, "wb") as fh:
             fh.write(data)
@@ -172,6 +173,7 @@ def _finish(child, kill: bool = False) -> Dict[int, Any]:
             status = -1
     if kill or status != 0 or not data:
         return {}
+    import pickle
     try:
         got = pickle.loads(data)
     except Exception:

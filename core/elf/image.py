@@ -11,7 +11,6 @@ compressed sections other than zlib (`ElfFile.full()`).
 """
 
 import bisect
-import difflib
 import os
 import re
 import struct
@@ -870,6 +869,7 @@ def parse_address(text: str, image: Optional["ElfImage"] = None) -> int:
         if addr is not None:
             return addr + offset
         names = [n for _start, _size, n in image._symtab()]
+        import difflib  # (only for this message: not imported at every debugger's start)
         near = difflib.get_close_matches(name, names, n=3)
         raise ValueError("no function symbol %r%s" % (name, " (did you mean %s?)" % ", ".join(near) if near else ""))
     raise ValueError("cannot parse address %r: use hex (0x...), decimal or symbol[+offset]" % text)

@@ -24,7 +24,6 @@ own CFI covers every SFrame function) is recorded as such and not examined again
 
 import hashlib
 import itertools
-import json
 import os
 import struct
 from typing import TYPE_CHECKING, Collection, NamedTuple, Optional, Tuple, Union
@@ -216,6 +215,7 @@ def _lookup(at: _Place) -> Tuple[Optional[Made], str]:
     again, "" where there is none)."""
     try:
         with open(at.meta) as fh:
+            import json  # (here: a first stop with an empty cache reads no record)
             meta = json.load(fh)
         if not isinstance(meta, dict) or meta.get("version") != _META_VERSION:
             raise ValueError("a record of another version")
@@ -270,6 +270,7 @@ def side_file(program: str, directory: Optional[str] = None, debug_file: Optiona
     try:
         if not note:
             record["size"], record["sha256"] = file_digest(at.entry)
+        import json
         sidefile.write_private(at.meta, json.dumps(record, indent=1).encode())
     except OSError as exc:
         return Made(None, "cannot write the side file into the cache %s: %s" % (at.directory, exc.strerror))

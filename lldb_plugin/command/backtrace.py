@@ -1,9 +1,7 @@
 """`sframe backtrace` (`sframe bt`): a thread unwound with SFrame by the plugin itself."""
 
 import functools
-import json
 
-from ...core.cli import options as O
 from ...core.report.frames import SIGNAL_TRAMPOLINE, frame_line, frames_doc, registers_line, stop_line
 from ...core.unwind.modules import finder
 from ...core.unwind.unwinder import DEFAULT_DEPTH_LIMIT, frame_rows, lookup_address, walk
@@ -27,6 +25,7 @@ from .common import Command, built_once, parse
 
 
 def _parser():
+    from ...core.cli import options as O  # (argparse: not imported by the stop hook, which needs `unwind` alone)
     p = O.CommandParser("sframe backtrace", description="Unwind the selected thread (or thread N, LLDB's index as `thread "
                         "list` shows it, or every thread) from its selected frame with the SFrame sections of the loaded "
                         "modules, and with their DWARF CFI where no SFrame covers a PC (the C library), reading "
@@ -94,6 +93,7 @@ stopped.
                             **frames_doc(rows, stop, abi, function_of, lambda pc: module_name(target, pc),
                                          stop_line(stop) if stop is not None else "", opts.registers)})
         doc = {"target": target.GetExecutable().fullpath, "abi": abi.name, "threads": threads}
+        import json
         return json.dumps(doc, indent=1)
 
     def _thread_lines(self, target, thread, frame, opts):
