@@ -41,3 +41,7 @@ class CfiError(ValueError):
 class ProcessError(Exception):
     """A running process that cannot be read: no such process, not permitted, or it exited
     while being read.  The message is one line and says which."""
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out as given (the CLI's exit status 2, as argparse's)."""

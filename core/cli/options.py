@@ -8,9 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn, Optional
 
-
-class UsageError(Exception):
-    """A command line that cannot be carried out as given (the CLI's exit status 2, as argparse's)."""
+from ..errors import UsageError  # noqa: E402,F401  (its home: lldb_plugin.command.common needs it without argparse)
 
 
 class CommandParser(argparse.ArgumentParser):

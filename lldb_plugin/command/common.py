@@ -5,8 +5,7 @@ import shlex
 
 import lldb
 
-from ...core.cli.options import UsageError
-from ...core.errors import ElfError, SFrameError
+from ...core.errors import ElfError, SFrameError, UsageError
 from ..access import UserError
 
 
