@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn, Optional
 
-from ..errors import UsageError  # noqa: E402,F401  (its home: lldb_plugin.command.common needs it without argparse)
+from ..errors import UsageError  # noqa: F401  (its home: lldb_plugin.command.common needs it without argparse)
 
 
 class CommandParser(argparse.ArgumentParser):

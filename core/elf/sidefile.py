@@ -251,8 +251,9 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
                                            if fde is not None and fde.start in starts]
     total = len(index)
     outermost = _entry(image, index, keep)
+    address_size = 8 if prog.elfclass == 64 else 4
     written = debug_frame(index, image.code_reader() if callee_saved else None, symbolize=image.symbolize,
-                          address_size=8 if prog.elfclass == 64 else 4, keep=_keep_entry(keep, outermost),
+                          address_size=address_size, keep=_keep_entry(keep, outermost),
                           base=len(prog.frame), outermost=outermost, workers=workers, progress=progress,
                           numbers=numbers)
     symbols = None
@@ -260,10 +261,10 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
         symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None)
     frame = prog.frame + written.data
     if eh_frame:
-        frame = ehframe.from_debug_frame(frame, prog.order == ">", 8 if prog.elfclass == 64 else 4)
+        frame = ehframe.from_debug_frame(frame, prog.order == ">", address_size)
     unit: Tuple[Tuple[str, bytes], ...] = ()
     if empty_unit and not any(sec.name == ".debug_info" and sec.number in prog.copied for sec in prog.sections):
-        unit = emptyunit.empty_unit(prog.order == ">", 8 if prog.elfclass == 64 else 4)
+        unit = emptyunit.empty_unit(prog.order == ">", address_size)
     data = _assemble(prog, frame, symbols, ".eh_frame" if eh_frame else ".debug_frame", unit)
     write_private(out_path, data, prog.holes)
     return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
