@@ -12,6 +12,7 @@ result is the serial one, exceptions included (the first part in order that rais
 """
 
 import contextlib
+import gc
 import os
 import signal
 import threading
@@ -39,6 +40,24 @@ def no_import_running(timeout: float = 10.0) -> Iterator[bool]:
     finally:
         if got:
             IMPORTING.release()
+
+
+_FAULTS = tuple(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
+                if hasattr(signal, name))
+
+
+def in_child() -> None:
+    """The first thing a child forked from a debugger does.  The debugger's objects are never
+    collected in it (their finalizers are the debugger's, and may touch its state as another of
+    its threads left it at the fork).  A fault ends it at once: the debugger's own handler (LLVM's
+    prints a stack, and under a lock the fault left held, in malloc say, waits for ever) is not
+    run in it, so the debugger that reads the child's pipe gets its end, never a hang."""
+    gc.freeze()
+    for sig in _FAULTS:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
 
 
 def workers(units: int, per_worker: int, limit: Optional[int] = None) -> int:
@@ -132,6 +151,7 @@ def _child(fn, parts, queue: int, r: int, w: int, others: List[int]) -> None:
     happens (it never returns into the caller's frames, the debugger's among them)."""
     code = 1
     try:
+        in_child()
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)     # Ctrl-C ends it (not the debugger's handler)
         except (ValueError, OSError):

@@ -302,6 +302,29 @@ def test_job_started_leaves_no_child_behind(tmp_path):
     _one_entry(cache, noeh, tmp_path)
 
 
+def test_job_not_answering_is_not_waited_for(tmp_path, monkeypatch):
+    """A first child that never says it holds the lock (hung, as a child whose fault handler
+    waits for ever): the debugger waits ANSWER seconds, not for ever; the child is killed and
+    collected, and start says why no job runs."""
+    eh, noeh = _copies("host", tmp_path)
+    monkeypatch.setattr(sidework, "ANSWER", 1)
+
+    def hung(*_args):
+        try:
+            time.sleep(3600)
+        finally:
+            os._exit(0)
+    monkeypatch.setattr(sidework, "_first_child", hung)
+    before = set(_children())
+    t = time.monotonic()
+    assert "did not answer in 1 s" in sidework.start(str(noeh), str(tmp_path / "cfi"))
+    assert time.monotonic() - t < 5
+    deadline = time.monotonic() + 10
+    while set(_children()) - before:
+        assert time.monotonic() < deadline, "children left: %s" % (set(_children()) - before)
+        time.sleep(0.05)
+
+
 def _children():
     """This process's children (zombies too), from /proc."""
     found = []

@@ -70,7 +70,7 @@ def test_lldb23_still_fails_on_a_scripted_frame_below_the_top(corpus, tmp_path):
         lines = ["command script import %s" % REPRO, "target create %s" % exe, "breakpoint set -n stop_here",
                  "process launch", "target frame-provider register -C lldb_provider_repro.Provider", "bt",
                  "script print('LLDB TOOK ' + 'THE PROVIDER')"]
-        s = run_lldb(23, lines, tmp_path, "repro", timeout=20, preamble=False)
+        s = run_lldb(23, lines, tmp_path, "repro", timeout=20, preamble=False, again=False)
         code, out = s.returncode, s.stdout + s.stderr
         assert "successfully registered scripted frame provider 'lldb_provider_repro.Provider'" in out, out
         assert "LLDB TOOK THE PROVIDER" not in out and code in (HUNG, 128 + 9, 128 + 11, -9, -11), (

@@ -137,3 +137,66 @@ def test_interrupted_here_the_children_are_ended():
         parallel.run(fn, list(range(12)), 3)
     assert time.monotonic() - t < 10
     assert _no_children_left()
+
+
+def test_a_child_that_faults_ends_at_once_whatever_the_debuggers_handler():
+    """LLDB's handler of a fault (LLVM's) prints a stack, and under the heap's lock the fault left
+    held waits for ever: a child of the debugger that faults must not run it, or the debugger
+    reading its pipe would wait for ever too.  Here the debugger's handler of SIGABRT hangs; a
+    child aborts at its first part; the parts are run here, at once."""
+    parent = os.getpid()
+
+    def hang(_sig, _frame):
+        time.sleep(3600)
+
+    def late(_sig, _frame):
+        raise TimeoutError("the parent still waits for a child that aborted")
+
+    def fn(part):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGABRT)
+            time.sleep(3600)          # (what the debugger's handler does)
+        time.sleep(0.05)              # (the child takes a part meanwhile)
+        return part * 2
+    old_abort, old_alarm = signal.signal(signal.SIGABRT, hang), signal.signal(signal.SIGALRM, late)
+    signal.alarm(30)
+    try:
+        assert parallel.run(fn, list(range(8)), 2) == [k * 2 for k in range(8)]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGABRT, old_abort)
+        signal.signal(signal.SIGALRM, old_alarm)
+    assert _no_children_left()
+
+
+def test_the_debuggers_objects_are_not_collected_in_a_child():
+    """A cycle of the debugger's objects left for the collector when the child is forked is not
+    collected there (its finalizer is the debugger's, and would run on the debugger's state as
+    its other threads left it)."""
+    import gc
+    parent = os.getpid()
+    r, w = os.pipe()
+
+    class Finalized:
+        def __del__(self):
+            if os.getpid() != parent:
+                os.write(w, b"x")
+
+    def fn(part):
+        if os.getpid() != parent:
+            gc.collect()
+        time.sleep(0.01)
+        return part
+    gc.disable()
+    try:
+        garbage = Finalized()
+        garbage.me = garbage
+        del garbage
+        assert parallel.run(fn, list(range(8)), 2) == list(range(8))
+    finally:
+        gc.enable()
+        gc.collect()
+        os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        assert fh.read() == b""
+    assert _no_children_left()

@@ -24,6 +24,7 @@ Beside the entry (sidecache._Place.beside):
 import fcntl
 import gc
 import os
+import select
 import signal
 import sys
 import threading
@@ -139,11 +140,21 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
         _first_child(program, at, debug_file, w)          # (never returns)
     os.close(w)
     try:
-        started = os.read(r, 1) == _STARTED      # (the lock held: the job is running, or says why not)
+        # (the lock held: the job is running, or says why not; a child that does not answer in
+        # ANSWER seconds is not waited for, it is killed)
+        answered = select.select([r], [], [], ANSWER)[0]
+        started = bool(answered) and os.read(r, 1) == _STARTED
     except OSError:
-        started = False
+        answered, started = [], False
     finally:
         os.close(r)
+    if not answered:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        _reap_later(pid)
+        return "cannot start the analysis (its process did not answer in %d s)" % ANSWER
     if started:
         _reap_later(pid)          # (it ends once it has forked the job: nothing waits for that here)
         return None
@@ -157,6 +168,7 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
 
 
 _STARTED = b"s"       # the first child's word to the debugger: it holds the lock
+ANSWER = 10           # seconds the debugger waits for that word at most (it comes in milliseconds)
 
 
 def _reap_later(pid: int) -> None:
@@ -175,6 +187,7 @@ def _first_child(program: str, at, debug_file: Optional[str], told: int) -> None
     own; where that fails, `.failed` says why (never returns)."""
     code = _FAILED
     try:
+        parallel.in_child()
         debugger = os.getppid()
         fd = os.open(at.beside(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
         lock = fcntl.fcntl(fd, fcntl.F_DUPFD, 3)       # (above 0-2, which the job points elsewhere)

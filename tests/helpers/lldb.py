@@ -2,9 +2,14 @@
 and 23 (its own root), with the plugin and the probe (tests/indebugger/lldb_probe.py) imported, and
 the probe's tagged blocks parsed (Session)."""
 
+import os
 import re
+import signal
 import socket
 import subprocess
+import tempfile
+import time
+import warnings
 from pathlib import Path
 
 from . import toolchains as tcs
@@ -93,10 +98,11 @@ def free_ports(n):
     return ports
 
 
-def run_lldb(which, lines, workdir, name, timeout=900, preamble=True):
+def run_lldb(which, lines, workdir, name, timeout=900, preamble=True, again=True):
     """Run LLDB 16 (host), 19 (trixie root: Debian 13's), 21 (sid root) or 23 (its own root) in
-    batch mode over `lines`; errors do not stop it.  LLDB 23 is killed (with what it runs) after `timeout` seconds: its exit
-    status is then HUNG."""
+    batch mode over `lines`; errors do not stop it.  LLDB is killed (with what it runs) after `timeout`
+    seconds: its exit status is then HUNG.  Where LLDB crashed (LLVM's stack dump), the session
+    is run once more (unless not `again`), and a warning (in pytest's summary) keeps its words."""
     # LLDB crashes now and then (SIGSEGV or abort) in the `target create` or `process launch` that
     # follows a `target delete`, with or without the plugin (LLDB 23.1: 6 runs of 30 of the
     # side-file test's commands without it, none of 30 without the deletions; LLDB 19.1 the same
@@ -107,15 +113,63 @@ def run_lldb(which, lines, workdir, name, timeout=900, preamble=True):
     cmdfile.write_text("\n".join((head if preamble else []) + list(lines)) + "\n")
     argv = [{19: "lldb-19", 21: "lldb", 23: "lldb-23"}.get(which, LLDB16), "-b", "-x", "-o",
             "command source -e false %s" % cmdfile]
-    if which == 23:
-        proc = tcs.run_in("sid", ["timeout", "-k", "5", str(timeout)] + argv, cwd=workdir, timeout=timeout + 60,
-                          root="lldb23")
-    elif which in (19, 21):
-        proc = tcs.run_in("trixie" if which == 19 else "sid", argv, cwd=workdir, timeout=timeout)
+    if which in (19, 21, 23):
+        argv, env = tcs.wrap_argv({19: "trixie", 21: "sid", 23: "sid"}[which], argv, cwd=workdir,
+                                  root="lldb23" if which == 23 else None)
     else:
-        proc = subprocess.run(argv, cwd=workdir, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout)
-    return Session(name, proc.stdout, proc.stderr, proc.returncode)
+        env = None
+    session = _watched(argv, workdir, env, timeout, name)
+    if again and CRASHED in session.stderr:
+        warnings.warn(LLDBCrashed("%s: LLDB %s crashed (run again); it printed:\n%s" % (
+            name, which, session.stderr[-3000:])), stacklevel=2)
+        session = _watched(argv, workdir, env, timeout, name)
+    return session
 
 
-HUNG = 124        # coreutils timeout's exit status
+class LLDBCrashed(UserWarning):
+    """LLDB crashed in a session, which was run again."""
+
+
+CRASHED = "Stack dump:"   # LLVM's words in a crash (its handler may then wait for ever on a lock the crash left held)
+CRASH_GRACE = 20          # seconds a crashed LLDB is given to end before it is killed
+
+
+def _watched(argv, workdir, env, timeout, name):
+    """Run argv in a session of its own; kill every process of that session after `timeout`
+    seconds, or CRASH_GRACE seconds after it printed CRASHED."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+        began, crashed, hung = time.monotonic(), None, False
+        while proc.poll() is None:
+            now = time.monotonic()
+            if crashed is None:
+                err.seek(0)
+                if CRASHED.encode() in err.read():
+                    crashed = now
+            hung = now - began > timeout
+            if hung or (crashed is not None and now - crashed > CRASH_GRACE):
+                _kill_session(proc.pid)
+                proc.wait()
+                break
+            time.sleep(0.2)
+        code = HUNG if hung else proc.returncode
+        out.seek(0)
+        err.seek(0)
+        return Session(name, out.read().decode(errors="backslashreplace"),
+                       err.read().decode(errors="backslashreplace"), code)
+
+
+def _kill_session(sid):
+    """SIGKILL to every process of session `sid`, its leader still running (LLDB, the wrapper that
+    runs it in a root, its inferior; what left the session, as the side file's job, stays)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+
+
+HUNG = 124        # a session killed at its timeout (coreutils timeout's exit status)
