@@ -151,21 +151,13 @@ def _verdict(debugger, target, path, symfile, addr, quick):
     state = SideFileState.STACK if quick else SideFileState.ATTACHED
     if addr is None:
         return SideFileStatus(state, symfile)
-    if quick:
-        # A file of the functions on the stacks: LLDB's frames of this stop against SFrame's (those
-        # _stack_functions worked out), what its bt will show.  Not `image show-unwind`, which has
-        # LLDB read the program's symbols again after the add (0.03 s of the first stop with 50,000
-        # functions; LLDB's unwinding through the file needs none of them).
-        wrong = _wrong_frame(target, path, ours=_OURS.get(_stop_key(target)))
-        if wrong is not None:
-            return _not_attached("LLDB does not unwind with it (its bt goes wrong at frame #%d of thread #%d); "
-                                 "sframe bt unwinds the module" % (wrong[1], wrong[0]))
-        return SideFileStatus(state, symfile)
     plan = _plan_at(debugger, target, addr)
-    if plan is not None and "DWARF CFI" not in plan:
+    # (a file of the stacks' functions may be .eh_frame: LLDB 23, EH_FRAME_FIRST)
+    if plan is not None and not any(name in plan for name in (("DWARF CFI", "eh_frame CFI") if quick else ("DWARF CFI",))):
         return _not_attached("LLDB does not unwind with it (its unwind plan at %#x is '%s'); sframe bt unwinds "
                              "the module" % (addr, plan))
-    wrong = _wrong_frame(target, path)
+    # (a file of the functions on the stacks is made again when they change: not checked so)
+    wrong = None if quick else _wrong_frame(target, path)
     if wrong is not None:
         return SideFileStatus(SideFileState.LATE, symfile, (
             "LLDB %d worked out how to unwind %s before it was there and keeps that for the session: its own bt goes "
@@ -178,16 +170,13 @@ def _not_attached(why):
     return SideFileStatus(SideFileState.NOT_ATTACHED, why=why)
 
 
-def _wrong_frame(target, path, depth=64, ours=None):
+def _wrong_frame(target, path, depth=64):
     """(thread, frame) where LLDB's own unwinding leaves SFrame's in a frame of the module at
     `path` (a frame whose caller it gets wrong or not at all), or None.  LLDB's frames were
-    worked out at the stop, maybe before the side file was attached: they are what its bt shows.
-    `ours`: {thread's index ID: SFrame's PCs from its frame 0}, worked out at this stop already."""
+    worked out at the stop, maybe before the side file was attached: they are what its bt shows."""
     from ..core.unwind.unwinder import Stop
     from .command.backtrace import unwind
-    ours_of = ours or {}
-    if ours is None:
-        sync(target)
+    sync(target)
     module = _module_at(target, path)
     process = target.GetProcess()
     for thread in process:
@@ -201,10 +190,7 @@ def _wrong_frame(target, path, depth=64, ours=None):
             inlined = frame.IsInlined()
         if not theirs:
             continue
-        ours = ours_of.get(thread.GetIndexID()) if theirs[0].GetFrameID() == 0 else None
-        if ours is None:
-            ours = [item.pc for item in unwind(target, theirs[0], len(theirs) + 1, cfi=True) if not isinstance(item, Stop)]
-        ours = ours[:len(theirs) + 1]
+        ours = [item.pc for item in unwind(target, theirs[0], len(theirs) + 1, cfi=True) if not isinstance(item, Stop)]
         for k, frame in enumerate(theirs):
             if k >= len(ours) or frame.GetPC() != ours[k]:
                 break
@@ -511,16 +497,13 @@ def _stack_functions(target, path):
     sync(target)
     _first, index, covered = _coverage(path)
     starts = set()
-    pcs = {}
     for thread in target.GetProcess():
         frame = thread.GetFrameAtIndex(0)
         if not frame.IsValid():
             continue
-        mine = pcs[thread.GetIndexID()] = []
         for item in unwind(target, frame, DEFAULT_DEPTH_LIMIT, cfi=True):
             if isinstance(item, Stop):
                 break
-            mine.append(item.pc)
             pc = item.pc if item.level == 0 or item.interrupted else item.pc - 1
             addr = target.ResolveLoadAddress(pc)
             if addr.GetModule().GetFileSpec().fullpath != path:
@@ -528,16 +511,7 @@ def _stack_functions(target, path):
             fde = index.find_fde(addr.GetFileAddress())
             if fde is not None and fde.start not in starts and not covered(fde.start):
                 starts.add(fde.start)             # (its own CFI covers the others: no side file needed)
-    _OURS.clear()
-    _OURS[_stop_key(target)] = pcs
     return frozenset(starts)
-
-
-_OURS = {}           # (target key, stop ID) -> {thread's index ID: SFrame's PCs}: _stack_functions' frames at the last stop
-
-
-def _stop_key(target):
-    return _target_key(target), target.GetProcess().GetStopID()
 
 
 def wait(debugger, target, report=None, interrupted=lambda: False, poll=0.1, limit=900.0):

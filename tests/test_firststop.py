@@ -237,32 +237,6 @@ def test_lldb23_other_functions_before_the_registers(tmp_path, monkeypatch):
     assert same > 0 and missing <= same // 10, (same, missing)
 
 
-def test_lldb23_first_stop_checked_against_its_frames(tmp_path, monkeypatch):
-    """LLDB 23's first stop: the file of the stacks' functions is checked by LLDB's frames against
-    SFrame's, those the stop hook worked out to find the functions (not unwound again, not by
-    `image show-unwind`, which has LLDB read the symbols again); a frame that differs is found,
-    and named by the frame before it."""
-    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
-    eh, noeh = _copies("sid", tmp_path)
-    check = ("script import sys; sf = sys.modules['sframekit.lldb_plugin.sidefiles']; t = lldb.target; "
-             "ours = sf._OURS.get(sf._stop_key(t)); tid = lldb.thread.GetIndexID(); "
-             "path = t.GetModuleAtIndex(0).GetFileSpec().fullpath; "
-             "theirs = [lldb.thread.GetFrameAtIndex(k).GetPC() for k in range(lldb.thread.GetNumFrames())]; "
-             "print('@@ same', ours is not None and ours[tid][:len(theirs)] == theirs, len(theirs)); "
-             "print('@@ right', sf._wrong_frame(t, path, ours=ours)); bad = dict(ours); "
-             "bad[tid] = ours[tid][:5] + [1] + ours[tid][6:]; print('@@ wrong', sf._wrong_frame(t, path, ours=bad))")
-    lines = _stop(noeh, tmp_path, "first", [check, "script print('@@ info')", "sframe info",
-                                            "script print('@@ end-info')", "process kill"])
-    s = run_lldb(23, lines, tmp_path, "check")
-    out = s.stdout + s.stderr
-    assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-3000:]
-    same = re.search(r"^@@ same (\w+) (\d+)$", s.stdout, re.M)
-    assert same and same.group(1) == "True" and int(same.group(2)) > 40, out[-3000:]
-    assert re.search(r"^@@ right None$", s.stdout, re.M), out[-3000:]
-    assert re.search(r"^@@ wrong \(1, 4\)$", s.stdout, re.M), out[-3000:]
-    assert "sqlite: attached for the functions on the stacks" in s.stdout.split("@@ info", 1)[1], out[-3000:]
-
-
 @pytest.mark.parametrize("lldb", [16, 23])
 def test_imported_after_the_target_stopped_at_entry(tmp_path, monkeypatch, lldb):
     """The plugin imported into a target without a process (the program named on LLDB's command
