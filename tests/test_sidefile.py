@@ -185,11 +185,15 @@ def test_empty_unit_describes_nothing(corpus, tmp_path, toolchain):
     (core.dwarf.emptyunit) where it has no debug information: readelf and llvm-dwarfdump --verify
     read it without a complaint in either byte order, one unit, no attributes, an empty line
     program; where the program has debug information (the fixtures are built with -g), that is
-    the file's only, as without the unit."""
+    the file's only, as without the unit (also compressed the GNU way, as `.zdebug_info`)."""
     b = corpus.select(toolchain=toolchain)[0]
-    bare = tmp_path / "bare"
-    T.run_in(toolchain, [T.toolchain(toolchain).tool("objcopy"), "--strip-debug", str(b.noeh), str(bare)], check=True)
-    for program, units in ((bare, 1), (b.noeh, None)):
+    objcopy = T.toolchain(toolchain).tool("objcopy")
+    bare, gnu = tmp_path / "bare", tmp_path / "gnu"
+    T.run_in(toolchain, [objcopy, "--strip-debug", str(b.noeh), str(bare)], check=True)
+    T.run_in(toolchain, [objcopy, "--compress-debug-sections=zlib-gnu", str(b.noeh), str(gnu)], binds=[tmp_path],
+             check=True)
+    assert ".zdebug_info" in subprocess.run(["readelf", "-SW", str(gnu)], capture_output=True, text=True).stdout
+    for program, units in ((bare, 1), (b.noeh, None), (gnu, None)):
         out = tmp_path / (program.name + ".eh")
         sidefile.write(str(program), str(out), callee_saved=False, eh_frame=True, empty_unit=True)
         r = subprocess.run(["readelf", "--debug-dump=info,abbrev,rawline", str(out)], capture_output=True, text=True)

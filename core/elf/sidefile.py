@@ -263,7 +263,8 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     if eh_frame:
         frame = ehframe.from_debug_frame(frame, prog.order == ">", address_size)
     unit: Tuple[Tuple[str, bytes], ...] = ()
-    if empty_unit and not any(sec.name == ".debug_info" and sec.number in prog.copied for sec in prog.sections):
+    if empty_unit and not any(sec.name in (".debug_info", ".zdebug_info") and sec.number in prog.copied
+                              for sec in prog.sections):
         unit = emptyunit.empty_unit(prog.order == ">", address_size)
     data = _assemble(prog, frame, symbols, ".eh_frame" if eh_frame else ".debug_frame", unit)
     write_private(out_path, data, prog.holes)
