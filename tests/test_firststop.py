@@ -127,7 +127,10 @@ def test_first_stop_never_wrong_then_registers(tmp_path, monkeypatch, lldb):
     again = ["process continue", "script print('@@ next')", FRAMES, "script print('@@ end-next')"]
     ref = run_lldb(lldb, _stop(eh, tmp_path, "ref") + again + ["process kill"], tmp_path, "ref%d" % lldb,
                    preamble=False)
-    lines = _stop(noeh, tmp_path, "first", ["script print('@@ info')", "sframe info", "script print('@@ end-info')",
+    # (the file attached at the first stop: a compile unit that describes nothing on LLDB 23 only)
+    unit = ("script data = open(lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath, 'rb').read(); "
+            "print('@@ unit', all(b'.debug_%s' % n + bytes(1) in data for n in (b'info', b'abbrev', b'line')))")
+    lines = _stop(noeh, tmp_path, "first", [unit, "script print('@@ info')", "sframe info", "script print('@@ end-info')",
                                             "sframe info --wait"]) + again + ["process kill"]
     s = run_lldb(lldb, lines, tmp_path, "first%d" % lldb)
     out = s.stdout + s.stderr
@@ -135,6 +138,7 @@ def test_first_stop_never_wrong_then_registers(tmp_path, monkeypatch, lldb):
     info = s.stdout.split("@@ info", 1)[1]
     kind = ", CFA, RA and FP only" if lldb == 21 else " for the functions on the stacks"
     assert "sqlite: attached%s" % kind in info, info
+    assert re.search(r"^@@ unit %s$" % (lldb == 23), s.stdout, re.M), out[-3000:]
     # The first stop: right frames, no wrong register (those of outer frames are unavailable, but
     # where a frame's own rows say the FP is unchanged or saved).
     same, missing = _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, first stop" % lldb)
