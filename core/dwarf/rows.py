@@ -80,6 +80,7 @@ class Expr:
     deref) or None when the expression has another shape."""
 
     def __init__(self, structs, abi: abimod.ABIInfo):
+        pyelftools.load()
         from elftools.dwarf.dwarf_expr import DWARFExprParser
         self.parser = DWARFExprParser(structs)
         self.abi = abi
