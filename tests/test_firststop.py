@@ -333,7 +333,10 @@ def _children():
     """This process's children (zombies too), from /proc."""
     found = []
     for task in Path("/proc/self/task").iterdir():
-        found += (task / "children").read_text().split()
+        try:
+            found += (task / "children").read_text().split()
+        except FileNotFoundError:
+            pass              # (a thread that ended meanwhile: sidework's collecting thread)
     return found
 
 

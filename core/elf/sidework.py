@@ -142,7 +142,9 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
     try:
         # (the lock held: the job is running, or says why not; a child that does not answer in
         # ANSWER seconds is not waited for, it is killed)
-        answered = select.select([r], [], [], ANSWER)[0]
+        poll = select.poll()          # (not select.select: a debugger may hold more than 1,024 files)
+        poll.register(r, select.POLLIN)
+        answered = poll.poll(ANSWER * 1000)
         started = bool(answered) and os.read(r, 1) == _STARTED
     except OSError:
         answered, started = [], False
