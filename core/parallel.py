@@ -42,7 +42,10 @@ def no_import_running(timeout: float = 10.0) -> Iterator[bool]:
             IMPORTING.release()
 
 
-_FAULTS = tuple(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
+# The signals LLVM's crash handler takes that end a process by default (SIGTRAP: AArch64's
+# __builtin_trap).
+_FAULTS = tuple(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGTRAP",
+                                                   "SIGSYS", "SIGQUIT", "SIGXCPU", "SIGXFSZ")
                 if hasattr(signal, name))
 
 
@@ -155,7 +158,7 @@ def _child(fn, parts, queue: int, r: int, w: int, others: List[int]) -> None:
         try:
             signal.signal(signal.SIGINT, signal.SIG_DFL)     # Ctrl-C ends it (not the debugger's handler)
         except (ValueError, OSError):
-            pass                                              # (not the main thread: left as it is)
+            pass                                              # (not where Python takes signals: left as it is)
         for fd in [r] + others:
             os.close(fd)
         import pickle  # (loaded by the parent before the fork: _start)

@@ -309,7 +309,7 @@ def test_job_started_leaves_no_child_behind(tmp_path):
 def test_job_not_answering_is_not_waited_for(tmp_path, monkeypatch):
     """A first child that never says it holds the lock (hung, as a child whose fault handler
     waits for ever): the debugger waits ANSWER seconds, not for ever; the child is killed and
-    collected, and start says why no job runs."""
+    collected, and start (and then the job's state, which sframe info shows) says why no job runs."""
     eh, noeh = _copies("host", tmp_path)
     monkeypatch.setattr(sidework, "ANSWER", 1)
 
@@ -323,6 +323,7 @@ def test_job_not_answering_is_not_waited_for(tmp_path, monkeypatch):
     t = time.monotonic()
     assert "did not answer in 1 s" in sidework.start(str(noeh), str(tmp_path / "cfi"))
     assert time.monotonic() - t < 5
+    assert "did not answer in 1 s" in sidework.state(str(noeh), str(tmp_path / "cfi")).text()     # (sframe info's words)
     deadline = time.monotonic() + 10
     while set(_children()) - before:
         assert time.monotonic() < deadline, "children left: %s" % (set(_children()) - before)

@@ -139,24 +139,29 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
         os.close(r)
         _first_child(program, at, debug_file, w)          # (never returns)
     os.close(w)
+    answered = started = False
     try:
         # (the lock held: the job is running, or says why not; a child that does not answer in
         # ANSWER seconds is not waited for, it is killed)
         poll = select.poll()          # (not select.select: a debugger may hold more than 1,024 files)
         poll.register(r, select.POLLIN)
-        answered = poll.poll(ANSWER * 1000)
-        started = bool(answered) and os.read(r, 1) == _STARTED
+        answered = bool(poll.poll(ANSWER * 1000))
+        started = answered and os.read(r, 1) == _STARTED
     except OSError:
-        answered, started = [], False
+        answered = False
+    except BaseException:             # (interrupted: the child is not waited for)
+        _abandon(pid)
+        raise
     finally:
         os.close(r)
     if not answered:
+        _abandon(pid)
+        why = "cannot start the analysis (its process did not answer in %d s)" % ANSWER
         try:
-            os.kill(pid, signal.SIGKILL)
+            _failed(at, why)          # (sframe info says why)
         except OSError:
             pass
-        _reap_later(pid)
-        return "cannot start the analysis (its process did not answer in %d s)" % ANSWER
+        return why
     if started:
         _reap_later(pid)          # (it ends once it has forked the job: nothing waits for that here)
         return None
@@ -166,7 +171,18 @@ def start(program: str, directory: Optional[str] = None, debug_file: Optional[st
         return None
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _FAILED:
         return "cannot start the analysis (a process could not be made)"
+    if os.WIFSIGNALED(status):
+        return "cannot start the analysis (its process ended by signal %d)" % os.WTERMSIG(status)
     return None
+
+
+def _abandon(pid: int) -> None:
+    """The first child killed, and collected in a thread."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    _reap_later(pid)
 
 
 _STARTED = b"s"       # the first child's word to the debugger: it holds the lock

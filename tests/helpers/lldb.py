@@ -120,6 +120,8 @@ def run_lldb(which, lines, workdir, name, timeout=900, preamble=True, again=True
         env = None
     session = _watched(argv, workdir, env, timeout, name)
     if again and CRASHED in session.stderr:
+        # (what the crashed session left, a side file's job and the cache it writes, stays: a test
+        # that counts on a fresh cache may then fail, saying so)
         warnings.warn(LLDBCrashed("%s: LLDB %s crashed (run again); it printed:\n%s" % (
             name, which, session.stderr[-3000:])), stacklevel=2)
         session = _watched(argv, workdir, env, timeout, name)
@@ -141,18 +143,22 @@ def _watched(argv, workdir, env, timeout, name):
         proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 start_new_session=True)
         began, crashed, hung = time.monotonic(), None, False
-        while proc.poll() is None:
-            now = time.monotonic()
-            if crashed is None:
-                err.seek(0)
-                if CRASHED.encode() in err.read():
+        try:
+            while proc.poll() is None:
+                now = time.monotonic()
+                # (pread: LLDB shares the file's offset, which a seek would move under its writes)
+                if crashed is None and CRASHED.encode() in os.pread(err.fileno(), 1 << 20, 0):
                     crashed = now
-            hung = now - began > timeout
-            if hung or (crashed is not None and now - crashed > CRASH_GRACE):
-                _kill_session(proc.pid)
-                proc.wait()
-                break
-            time.sleep(0.2)
+                hung = now - began > timeout
+                if hung or (crashed is not None and now - crashed > CRASH_GRACE):
+                    _kill_session(proc.pid)
+                    proc.wait()
+                    break
+                time.sleep(0.2)
+        except BaseException:         # (the test interrupted: nothing of the session left running)
+            _kill_session(proc.pid)
+            proc.wait()
+            raise
         code = HUNG if hung else proc.returncode
         out.seek(0)
         err.seek(0)
@@ -162,14 +168,21 @@ def _watched(argv, workdir, env, timeout, name):
 
 def _kill_session(sid):
     """SIGKILL to every process of session `sid`, its leader still running (LLDB, the wrapper that
-    runs it in a root, its inferior; what left the session, as the side file's job, stays)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid:
-                os.kill(int(stat.parent.name), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            pass
+    runs it in a root; what left the session, as the side file's job or an inferior LLDB started
+    in a session of its own, stays), until none is left (one may fork meanwhile)."""
+    for _ in range(5):
+        found = False
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[3]) == sid and fields[0] != "Z":
+                    os.kill(int(stat.parent.name), signal.SIGKILL)
+                    found = True
+            except (OSError, ValueError, IndexError):
+                pass
+        if not found:
+            return
+        time.sleep(0.05)
 
 
 HUNG = 124        # a session killed at its timeout (coreutils timeout's exit status)
