@@ -6,10 +6,12 @@ the CPU time each takes.  Prints figures; exits 1 where a side file differs.
 Programs: the real programs built for the tests (tests/helpers/realprogs.py: Lua, zstd, SQLite,
 jsoncpp from every toolchain the cache holds; build them with `python3 tests/helpers/realprogs.py`)
 and the 50,000-function program, unless given.  Each is written with `sframe cfi --all -j 1` (every
-function, one process: the CPU time is the time) by this checkout and by a worktree of REV; the
-user+system time of the best of R rounds is reported for each, and the ratio.  REV's side files
-are kept under $SFRAME_BENCH_DIR/analysis/REV (keyed by the program's SHA-256), so a second
-comparison runs REV no more.
+function, one process: the CPU time is the time) by this checkout and by a worktree of REV, the
+two in turn, R rounds each; the user+system time of the best round of each is reported, and the
+ratio.  Both are timed in the same run, one after the other: this machine's speed drifts by a
+tenth and more within minutes, so a time kept from another run is no measure to divide by.
+REV's side files are kept under $SFRAME_BENCH_DIR/analysis/REV (keyed by the program's SHA-256)
+for the comparison of the bytes.
 """
 
 import argparse
@@ -53,7 +55,7 @@ def _worktree(rev):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--against", required=True, metavar="REV", help="the revision to compare with")
-    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("programs", nargs="*")
     args = p.parse_args()
     rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.against], check=True,
@@ -66,15 +68,14 @@ def main():
     for program in args.programs or programs():
         digest = hashlib.sha256(Path(program).read_bytes()).hexdigest()[:24]
         ref = keep / (digest + ".debug")
-        times = keep / (digest + ".cpu")
-        if not ref.exists():
-            best = min(_cfi(theirs, program, str(ref)) for _ in range(args.rounds))
-            times.write_text("%.3f\n" % best)
-        old = float(times.read_text())
+        olds, news = [], []
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "x.debug")
-            new = min(_cfi(REPO, program, out) for _ in range(args.rounds))
+            for _ in range(args.rounds):
+                olds.append(_cfi(theirs, program, str(ref)))
+                news.append(_cfi(REPO, program, out))
             same = Path(out).read_bytes() == ref.read_bytes()
+        old, new = min(olds), min(news)
         differ += not same
         total[0] += old
         total[1] += new

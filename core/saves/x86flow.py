@@ -169,26 +169,35 @@ def control(code: bytes, start: int) -> Optional[List[Op]]:
     if pos != len(code):
         return None
     out = []
+    append = out.append
     for ins in insns:
         addr, length = ins.addr, ins.length
         if ins.quiet:
-            out.append(Op(addr, length, nop=True))
+            append(_AT(Op, (addr, length) + _NOP))
         elif ins.kind is X.Kind.BRANCH or ins.transfer:
             try:
                 f = _Form(code, addr - start)
             except IndexError:
-                out.append(Op(addr, length, sp=None, writes_all=True))
+                append(Op(addr, length, sp=None, writes_all=True))
                 continue
             if ins.kind is X.Kind.BRANCH:
-                out.append(Op(addr, length, _branch_flow(f), ins.target))
+                append(_AT(Op, (addr, length, _branch_flow(f), ins.target) + _AFTER_TARGET))
             elif ins.kind is X.Kind.JUMP_INDIRECT:
-                out.append(Op(addr, length, Flow.INDIRECT))
+                append(Op(addr, length, Flow.INDIRECT))
             else:
                 flow = _transfer_flow(f)
-                out.append(Op(addr, length, flow, returns=_returns(f, flow)))
+                append(Op(addr, length, flow, returns=_returns(f, flow)))
         else:
-            out.append(Op(addr, length))
+            append(_AT(Op, (addr, length) + _PLAIN))
     return out
+
+
+# The fields after the address and length of a plain Op (control's: no jump, nothing known of
+# registers) and of a no-op's, made into Ops by tuple.__new__: most of the ops control makes.
+_PLAIN = Op(0, 0)[2:]
+_NOP = Op(0, 0, nop=True)[2:]
+_AFTER_TARGET = _PLAIN[2:]
+_AT = tuple.__new__
 
 
 def _jump_tables(code: bytes, start: int, out: List[Op], read, kept, sp_at, elsewhere=None) -> dict:
@@ -495,9 +504,6 @@ def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
             _OPS.clear()
         got = _OPS[raw] = _made(code, pos, ins._replace(addr=0))
     return _AT(Op, (ins.addr,) + got[1:])
-
-
-_AT = tuple.__new__
 
 
 def _made(code: bytes, pos: int, ins: X.Insn) -> Op:

@@ -256,7 +256,7 @@ def _one_byte(code, addr, length, op, modrm, rex, opsize16, pos, end):
         if len(_SHAPES) >= 65536:
             _SHAPES.clear()
         shape = _SHAPES[key] = _classify(code, 0, 0, op, modrm, rex, opsize16, pos, end)[2:]
-    return Insn(addr, length, *shape)
+    return _new(Insn, (addr, length) + shape)
 
 
 def _fast_entry(op: int):
@@ -277,6 +277,7 @@ _FAST = [_fast_entry(op) for op in range(256)]
 # relative branches (their target) and C7 (xbegin's).
 _RELATIVE = frozenset((0xE8, 0xE9, 0xEB, 0xC7) + tuple(range(0x70, 0x80)) + tuple(range(0xE0, 0xE4)))
 _SHAPES: dict = {}     # (op, modrm, rex, operand size 16) -> the Insn's fields after addr and length
+_new = tuple.__new__   # (an Insn from its fields' tuple without the NamedTuple's Python-level __new__)
 
 
 def _classify(code, addr, length, op, modrm, rex, opsize16, pos, end):
