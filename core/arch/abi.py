@@ -8,6 +8,7 @@ here (and its signal-frame layouts in `sigframe`).
 from __future__ import annotations  # annotations stay text: importing typing costs the CLI 5 ms
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..sframe import format as F
 from . import sigframe as S
@@ -52,6 +53,12 @@ class ABIInfo:
     # what the unwinder recovers (AArch64: v8-v15, whose d8-d15 are preserved; a restore of d8
     # zeroes the rest of v8).
     partial: frozenset = frozenset()
+
+    @cached_property
+    def analysed(self) -> tuple[int, ...]:
+        """The callee-saved registers the save-slot analysis answers for: all but the frame
+        pointer, which SFrame's own FP rule covers.  (Worked out once: every function asks.)"""
+        return tuple(r for r in self.callee_saved if r != self.fp)
 
     def regname(self, n: int | None) -> str:
         return self.regnames.get(n, "r%s" % n) if n is not None else "r%s" % n

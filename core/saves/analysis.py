@@ -152,7 +152,7 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
     """`at` over a whole function: [(address, {DWARF regnum: Save})] at its entry and at each
     instruction where the answer changes (MASK FDEs: over the first repetition block).  What a
     writer of DWARF CFI needs: the places are exact at every instruction, not only at FREs."""
-    regs = [r for r in abi.callee_saved if r != abi.fp]
+    regs = abi.analysed
     func = _function(abi, index, fde, read_code, symbolize, regs)
     if func is None:
         return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]
@@ -223,7 +223,7 @@ def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Opti
     symbol at an address: a `.cold` part or an FDE inside a function is refused, and on s390x
     only an FDE a symbol starts at is taken.
     """
-    regs = [r for r in abi.callee_saved if r != abi.fp]
+    regs = abi.analysed
     if abi.sframe_abi not in _ANALYSERS:
         return {r: unknown("no save-slot analysis for %s" % abi.name) for r in regs}
     if match.fde.size > MAX_FUNCTION_SIZE:

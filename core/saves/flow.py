@@ -164,25 +164,16 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     sps = [cfa_sp for cfa_sp, _cfa_fp in sframe]
     frames = [frame_at(op.addr) for op in ops] if frame_at is not None else None
     joined = [k + 1 < n and ops[k + 1].addr == op.addr + op.length for k, op in enumerate(ops)]
-    pieces = [ops[0].addr] + [ops[k + 1].addr for k in range(n - 1) if not joined[k]]
-    ends = [op.addr + op.length for k, op in enumerate(ops) if not joined[k]]
-    for op in ops:
-        if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and op.target not in where \
-                and any(a <= op.target < b for a, b in zip(pieces, ends)):
-            return states, "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
+    inside = _lands_inside(ops, where, joined)
+    if inside:
+        return states, inside
     def successors(k: int, op: Op, out: State) -> List[int]:
-        succ = []
-        if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and joined[k]:
-            succ.append(k + 1)
-        if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
-            succ.append(where[op.target])
-        if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
-            succ.extend(where[t] for t in op.targets if t in where)
-        elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
-            succ.extend(anywhere(ops, sps, out.sp, frames, None if frames is None else frames[k]))
-        if pads and k in pads:
-            succ.append(pads[k])
-        return succ
+        return _successors(ops, k, out, joined, where, sps, frames, pads)
+
+    # What each op is, worked out once (the ops of a loop are visited again): does it leave the
+    # registers alone (_quiet_op), does control only fall through from it to the next op?
+    quiet = [_quiet_op(op, slot_of) for op in ops]
+    straight = [joined[k] and op.flow is Flow.NEXT and not (pads and k in pads) for k, op in enumerate(ops)]
 
     def run(work: List[int], frozen: Sequence[bool]) -> None:
         queued = set(work)
@@ -191,19 +182,36 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
             queued.discard(k)
             state = states[k]
             assert state is not None
-            op = ops[k]
-            out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg)
-            for j in successors(k, op, out):
-                if frozen[j]:
-                    continue
-                old = states[j]
-                arrived = _arriving(out, sps[j])
-                new = arrived if old is None else _meet(old, arrived)
-                if new != old:
+            while True:
+                op = ops[k]
+                out = _transfer(op, state, sframe[k], slot_of, sp_reg, fp_reg, quiet[k])
+                if straight[k]:
+                    # (Straight on: the next op is the one the stack would give next, taken at once.)
+                    j = k + 1
+                    if frozen[j]:
+                        break
+                    old = states[j]
+                    arrived = _arriving(out, sps[j])
+                    new = arrived if old is None else _meet(old, arrived)
+                    if new == old:
+                        break
                     states[j] = new
-                    if j not in queued:
-                        queued.add(j)
-                        work.append(j)
+                    if j in queued:
+                        break
+                    k, state = j, new
+                    continue
+                for j in successors(k, op, out):
+                    if frozen[j]:
+                        continue
+                    old = states[j]
+                    arrived = _arriving(out, sps[j])
+                    new = arrived if old is None else _meet(old, arrived)
+                    if new != old:
+                        states[j] = new
+                        if j not in queued:
+                            queued.add(j)
+                            work.append(j)
+                break
 
     states[entry] = State(entry_sp, (None,) * len(regs))
     run([entry], [False] * n)
@@ -218,11 +226,43 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     for k in range(1, n):
         if states[k] is None and (ops[k].nop or ops[k - 1].gone or k in executed) and states[k - 1] is not None \
                 and joined[k - 1]:
-            states[k] = _transfer(ops[k - 1], states[k - 1], sframe[k - 1], slot_of, sp_reg, fp_reg)  # type: ignore[arg-type]
+            states[k] = _transfer(ops[k - 1], states[k - 1], sframe[k - 1], slot_of, sp_reg, fp_reg,  # type: ignore[arg-type]
+                                  quiet[k - 1])
             if ops[k - 1].gone:
                 seeds.append(k)
     run(seeds, reached)
     return states, None
+
+
+def _successors(ops: Sequence[Op], k: int, out: State, joined: Sequence[bool], where: Dict[int, int],
+                sps: Sequence[Optional[int]], frames: Optional[Sequence[object]],
+                pads: Optional[Dict[int, int]]) -> List[int]:
+    """Where control goes from op k (`out`: the state after it), as op numbers."""
+    op = ops[k]
+    succ = []
+    if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and joined[k]:
+        succ.append(k + 1)
+    if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
+        succ.append(where[op.target])
+    if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
+        succ.extend(where[t] for t in op.targets if t in where)
+    elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+        succ.extend(anywhere(ops, sps, out.sp, frames, None if frames is None else frames[k]))
+    if pads and k in pads:
+        succ.append(pads[k])
+    return succ
+
+
+def _lands_inside(ops: Sequence[Op], where: Dict[int, int], joined: Sequence[bool]) -> Optional[str]:
+    """Why the ops cannot be followed where a branch lands inside an instruction, or None."""
+    n = len(ops)
+    pieces = [ops[0].addr] + [ops[k + 1].addr for k in range(n - 1) if not joined[k]]
+    ends = [op.addr + op.length for k, op in enumerate(ops) if not joined[k]]
+    for op in ops:
+        if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and op.target not in where \
+                and any(a <= op.target < b for a, b in zip(pieces, ends)):
+            return "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
+    return None
 
 
 def anywhere(ops: Sequence[Op], sps: Sequence[Optional[int]], sp: Optional[int],
@@ -249,14 +289,16 @@ def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]])
                     regs[k] = UNKNOWN
 
 
-def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int) -> State:
+def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int,
+              quiet: bool) -> State:
+    """The state after `op` from the state before it; `quiet`: _quiet_op(op, slot_of)."""
     cfa_sp, cfa_fp = sframe
     if cfa_sp is not None and state.sp is not None and cfa_sp != state.sp:
         sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
     else:
         sp = cfa_sp if cfa_sp is not None else state.sp
-    if _quiet_op(op, slot_of) and _quiet_state(op, state):
-        return State(_sp_after(op, sp, cfa_fp), state.regs, state.rel)
+    if quiet and _quiet_state(op, state):
+        return _new(State, (_sp_after(op, sp, cfa_fp), state.regs, state.rel))
     regs = list(_kept(state.regs, sp))
     if not _writes_no_memory(op):        # it may write a restored register's slot, free again
         regs = [None if isinstance(r, Restored) else r for r in regs]
@@ -278,6 +320,9 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
     _saves_and_restores(op, regs, place, slot_of)
     _follow_addresses(op, rel, sp, sp_reg)
     return State(_sp_after(op, sp, cfa_fp), tuple(regs), tuple(sorted(rel.items())))
+
+
+_new = tuple.__new__     # (a State from its fields, without the NamedTuple's Python-level constructor)
 
 
 def _sp_after(op: Op, sp: Optional[int], cfa_fp: Optional[int]) -> Optional[int]:

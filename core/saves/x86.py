@@ -18,7 +18,8 @@
 
 import bisect
 import functools
-from typing import Dict, List, Optional, Tuple
+from types import MappingProxyType
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..sframe import format as F
 from ..sframe.rules import RuleKind
@@ -38,28 +39,37 @@ def _all_unchanged(regs: Tuple[int, ...]) -> Dict[int, Save]:
     return {r: UNCHANGED for r in regs}
 
 
+# Empty, and raising on any write: the defaults of X86Function's containers.
+_READ_ONLY_LIST: Any = ()
+_READ_ONLY_DICT: Any = MappingProxyType({})
+_READ_ONLY_SET: Any = frozenset()
+
+
 class X86Function:
     """The save facts of one x86-64 function, found once; `at(match)` answers per PC."""
 
+    # What a function has until its analysis finds otherwise (most find nothing: read-only
+    # defaults here, a function's own containers made where its analysis fills them: _analyse).
+    failed: Optional[str] = None
+    plt0 = unreadable = False
+    starts: Optional[List[int]] = None
+    insns: Optional[List[X.Insn]] = None
+    rows: Sequence = ()
+    k0: Optional[int] = None                 # the SP offset at the frame-pointer prologues (_fp_prologues)
+    runs: List[Tuple[int, int, Optional[int], Dict[int, Tuple[int, int]]]] = _READ_ONLY_LIST
+    unexplained: Dict[int, str] = _READ_ONLY_DICT   # reg -> why it cannot be UNCHANGED (where not saved)
+    poisoned: Dict[int, str] = _READ_ONLY_DICT      # reg -> why nothing about it is proved
+    run_saves: Dict[int, Tuple[int, int]] = _READ_ONLY_DICT
+    run_conflict: Set[int] = _READ_ONLY_SET
+
     def __init__(self, abi, index, fde, read_code):
         self.abi = abi
-        self.regs = [r for r in abi.callee_saved if r != abi.fp]
-        self._wanted_hw = _hardware(tuple(self.regs))
+        self.regs = abi.analysed
+        self._wanted_hw = _hardware(self.regs)
         self.index = index
         self.fde = fde
-        self.failed: Optional[str] = None
         self._per_pc: Dict[int, Dict[int, Save]] = {}
         self.plans: Dict[int, Plan] = {}
-        self.runs: List[Tuple[int, int, Optional[int], Dict[int, Tuple[int, int]]]] = []
-        self.rows: list = []
-        self.plt0 = self.unreadable = False
-        self.starts: Optional[List[int]] = None
-        self.insns: Optional[List[X.Insn]] = None
-        self.unexplained: Dict[int, str] = {}    # reg -> why it cannot be UNCHANGED (where not saved)
-        self.poisoned: Dict[int, str] = {}       # reg -> why nothing about it is proved
-        self.k0: Optional[int] = None            # the SP offset at the frame-pointer prologues (_fp_prologues)
-        self.run_saves: Dict[int, Tuple[int, int]] = {}
-        self.run_conflict: set = set()
         code = function_code(fde, read_code)
         if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
@@ -109,6 +119,7 @@ class X86Function:
         if quiet:
             self._sp_growth(insns, set())
             return
+        self.runs, self.unexplained, self.poisoned, self.run_saves, self.run_conflict = [], {}, {}, {}, set()
         in_run = self._fp_prologues(insns, targets)
         if not self._sp_growth(insns, in_run):
             return
@@ -134,20 +145,23 @@ class X86Function:
             self.failed = "the last instruction runs past the function's end"
             return None
         self.starts = starts = [i.addr for i in insns]
-        self.ends = dict(zip(starts[1:], range(len(starts) - 1)))    # the end of each instruction -> its number
-        if insns:
-            self.ends[fde.start + pos] = len(insns) - 1
         self.insns = insns        # (the data flow takes them too, where it runs: X86FlowFunction)
-        self.rows = self.index.rows(fde)
-        if self.rows and self._lazy_plt0(insns):
+        self.rows = rows = self.index.rows(fde)
+        if rows and self._lazy_plt0(insns):
             self.plt0 = True
             return None
-        if not starts_as_function(self.abi, self.rows, fde.start):
+        if not starts_as_function(self.abi, rows, fde.start):
             # A part of another function (GCC's .cold parts): its registers were saved elsewhere.
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % self.abi.entry_cfa_offset
             return None
-        for start, _rules in self.rows[1:]:
-            if start not in self.ends:
+        # The end of each instruction -> its number (where FREs follow the first: _sp_growth).
+        ends: Dict[int, int] = {}
+        self.ends = ends
+        if len(rows) > 1 and insns:
+            ends.update(zip(starts[1:], range(len(starts) - 1)))
+            ends[fde.start + pos] = len(insns) - 1
+        for start, _rules in rows[1:]:
+            if start not in ends:
                 self.failed = "the FRE at %#x does not start at an instruction" % start
                 return None
         return insns
@@ -289,13 +303,13 @@ class X86Function:
         writes no callee-saved register, each of whose FREs has an SP- or FP-based CFA (every
         register UNCHANGED throughout; a lazy PLT0 too).  None otherwise (ask `at`)."""
         if self.plt0:
-            return _all_unchanged(tuple(self.regs))
+            return _all_unchanged(self.regs)
         if self.failed or self.sp_pushes or self.run_saves or self.poisoned or self.unexplained \
                 or not self.rows or self.rows[0][0] != self.fde.start:
             return None
         if any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in self.rows):
             return None
-        return _all_unchanged(tuple(self.regs))
+        return _all_unchanged(self.regs)
 
     def at(self, match) -> Dict[int, Save]:
         got = self._per_pc.get(match.pc)

@@ -168,7 +168,7 @@ def control(code: bytes, start: int) -> Optional[List[Op]]:
     insns, pos = X.decode_all(code, start, len(code))
     if pos != len(code):
         return None
-    out = []
+    out: List[Op] = []
     append = out.append
     for ins in insns:
         addr, length = ins.addr, ins.length
