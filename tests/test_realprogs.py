@@ -111,15 +111,20 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     """The analysis' shortcuts change no byte of a real program's side file (jsoncpp: .cold parts,
     landing pads, jump tables; sid's SQLite: the most callees that never return): the same with
     each turned off, an instruction that leaves the registers' states alone taken apart as any
-    other (core.saves.flow), an x86-64 instruction's Op made anew each time (core.saves.x86flow),
-    a callee's jump tables found before the never-returns search reaches them (core.saves.noreturn)."""
+    other and a straight-line one's successor found as any other's (core.saves.flow), an x86-64
+    instruction's Op made anew each time (core.saves.x86flow), a callee's jump tables found before
+    the never-returns search reaches them (core.saves.noreturn), a function's instructions
+    measured anew each time (core.saves.x86insn.Ahead)."""
     exe = RP.build(tc, name)
     sidefile.write(str(exe), str(tmp_path / "fast.debug"), workers=1, all_functions=True)
     monkeypatch.setattr(flow, "_quiet_state", lambda op, state: False)
+    monkeypatch.setattr(flow, "_straight", lambda ops, joined, pads: [False] * len(ops))
     monkeypatch.setattr(x86flow, "_op", x86flow._made)
+    monkeypatch.setattr(x86insn, "ahead_of", lambda index: x86insn.Ahead())
     monkeypatch.setattr(FA.X86FlowFunction, "tables_later", False)
     monkeypatch.setattr(FA.X86FlowFunction, "control", classmethod(
-        lambda cls, abi, code, start, read=None, elsewhere=None: cls.decode(abi, code, start, read, None, None, elsewhere)))
+        lambda cls, abi, code, start, read=None, elsewhere=None, index=None:
+        cls.decode(abi, code, start, read, None, None, elsewhere)))
     sidefile.write(str(exe), str(tmp_path / "slow.debug"), workers=1, all_functions=True)
     assert (tmp_path / "fast.debug").read_bytes() == (tmp_path / "slow.debug").read_bytes()
 

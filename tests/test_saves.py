@@ -119,6 +119,34 @@ def test_decode_refuses(hexbytes):
     assert X.decode(bytes.fromhex(hexbytes), 0, 0x1000) is None
 
 
+def test_ahead_measures_a_function_once_and_keeps_it_bounded(monkeypatch):
+    """x86insn.Ahead: a function measured ahead (the never-returns search) is measured once, and
+    its own analysis takes it; other bytes at the same start, or another size, are measured anew;
+    what is kept never passes LIMIT instructions."""
+    calls = []
+    real = X.decode_all
+
+    def counting(code, start, size):
+        calls.append(start)
+        return real(code, start, size)
+    monkeypatch.setattr(X, "decode_all", counting)
+    code = bytes.fromhex("53 48 89 fb 5b c3")           # push %rbx; mov %rdi,%rbx; pop %rbx; ret
+    ahead = X.Ahead()
+    first = ahead.get(code, 0x1000)
+    assert ahead.get(code, 0x1000) is not None and len(calls) == 1
+    assert ahead.take(code, 0x1000, len(code)) == first and len(calls) == 1
+    assert ahead.take(code, 0x1000, len(code)) == first and len(calls) == 2      # given up: measured anew
+    ahead.get(code, 0x1000)
+    assert ahead.take(code[:4], 0x1000, 4) == real(code[:4], 0x1000, 4) and len(calls) == 4
+    ahead.get(code, 0x1000)
+    assert ahead.take(code + b"\xc3", 0x1000, len(code)) == first and len(calls) == 6   # other bytes
+    monkeypatch.setattr(X.Ahead, "LIMIT", 10)
+    small = X.Ahead()
+    for k in range(20):
+        small.get(code, 0x1000 + 0x10 * k)
+        assert small._count <= 10 and small._count == sum(len(v[1]) for v in small._kept.values())
+
+
 # -- the analysis, on hand-assembled functions ------------------------------------------------------
 
 def analyse(code_hex, rows, version=2, fde_type=F.FDEType.DEFAULT, readable=True):

@@ -173,7 +173,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     # What each op is, worked out once (the ops of a loop are visited again): does it leave the
     # registers alone (_quiet_op), does control only fall through from it to the next op?
     quiet = [_quiet_op(op, slot_of) for op in ops]
-    straight = [joined[k] and op.flow is Flow.NEXT and not (pads and k in pads) for k, op in enumerate(ops)]
+    straight = _straight(ops, joined, pads)
 
     def run(work: List[int], frozen: Sequence[bool]) -> None:
         queued = set(work)
@@ -232,6 +232,11 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                 seeds.append(k)
     run(seeds, reached)
     return states, None
+
+
+def _straight(ops: Sequence[Op], joined: Sequence[bool], pads: Optional[Dict[int, int]]) -> List[bool]:
+    """Per op: does control only fall through from it to the next op (no jump, call or landing pad)?"""
+    return [joined[k] and op.flow is Flow.NEXT and not (pads and k in pads) for k, op in enumerate(ops)]
 
 
 def _successors(ops: Sequence[Op], k: int, out: State, joined: Sequence[bool], where: Dict[int, int],

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional
 
 from ..sframe import format as F
 from ..sframe.rules import RuleKind
-from . import a64insn, flow, noreturn, s390insn, x86flow
+from . import a64insn, flow, noreturn, s390insn, x86flow, x86insn
 from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, landing_pads, starts_as_function, unknown
 
 DECODED_LIMIT = 256     # functions' decoded instructions remembered per index
@@ -25,12 +25,19 @@ class FlowFunction:
         raise NotImplementedError
 
     @classmethod
-    def control(cls, abi, code: bytes, start: int, read=None, elsewhere=None) -> Optional[List[flow.Op]]:
+    def control(cls, abi, code: bytes, start: int, read=None, elsewhere=None, index=None) -> Optional[List[flow.Op]]:
         """`decode` for a question of paths only (core.saves.noreturn): the Ops' flow, target,
         targets and returns must be decode's; the rest may be left out (an ISA's cheaper way), and
         where `tables_later`, an indirect jump's targets too (the question asks `decode` for
         them where it reaches one: a jump table takes more to find than the rest)."""
         return cls.decode(abi, code, start, read, None, None, elsewhere)
+
+    @classmethod
+    def measured_ahead(cls, index, code: bytes, start: int, own: bool):
+        """The instructions of the function at `start` for `decode`'s `measured`, where the ISA
+        measures them apart (x86-64) and keeps them for the function's own analysis (`own`: this
+        is it); None: decode measures them."""
+        return None
 
     @classmethod
     def instruction_starts(cls, abi, code: bytes, start: int) -> Optional[List[int]]:
@@ -103,8 +110,8 @@ class FlowFunction:
         ops: List[flow.Op] = []
         for piece in (parent, fde):
             code = function_code(piece, read_code)
-            got = self._decoded(abi, index, code, piece.start, read_code, lambda addr: rules_at(addr)[0]) \
-                if code else None
+            got = self._decoded(abi, index, code, piece.start, read_code, lambda addr: rules_at(addr)[0],
+                                self.measured_ahead(index, code, piece.start, piece is fde)) if code else None
             if not got:
                 self.failed = "the code of %#x cannot be read or measured" % piece.start
                 self.unreadable = code is None
@@ -129,7 +136,7 @@ class FlowFunction:
         """The ops, a call to a function that never returns made a stop."""
         def decode(code, start):
             return _remembered(index, (type(self), "control", start, len(code), id(read_code)),
-                               lambda: self.control(abi, code, start, read_code, case_elsewhere(abi, index)))
+                               lambda: self.control(abi, code, start, read_code, case_elsewhere(abi, index), index))
 
         def tables(code, start):
             return self._decoded(abi, index, code, start, read_code)
@@ -284,5 +291,21 @@ class X86FlowFunction(FlowFunction):
     tables_later = True
 
     @classmethod
-    def control(cls, abi, code, start, read=None, elsewhere=None):
-        return x86flow.control(code, start)
+    def control(cls, abi, code, start, read=None, elsewhere=None, index=None):
+        return x86flow.control(code, start, cls._ahead(index, code, start, False))
+
+    @classmethod
+    def measured_ahead(cls, index, code, start, own):
+        got = cls._ahead(index, code, start, own)
+        return got[0] if got is not None and got[1] == len(code) else None
+
+    @staticmethod
+    def _ahead(index, code, start, own):
+        """x86insn.decode_all of a whole function from the index's Ahead: kept for the
+        function's own analysis where that is still to come (it has no answers on the index
+        yet), given up where this is it (`own`).  None: measure it where it is decoded."""
+        if index is None:
+            return None
+        if own:
+            return x86insn.ahead_of(index).take(code, start, len(code))
+        return None if start in index.saves else x86insn.ahead_of(index).get(code, start)

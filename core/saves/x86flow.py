@@ -160,12 +160,12 @@ def ops(code: bytes, start: int, read=None, kept=(), sp_at=None, measured=None, 
     return out
 
 
-def control(code: bytes, start: int) -> Optional[List[Op]]:
+def control(code: bytes, start: int, measured: Optional[Tuple[List[X.Insn], int]] = None) -> Optional[List[Op]]:
     """`ops` for a question of paths only (core.saves.noreturn): each Op with where control goes
     (flow, target, returns) and nothing of registers or memory, which takes a fraction of the
     time; an indirect jump's targets are not looked for (its jump table needs `ops`: asked for
-    where the question reaches one)."""
-    insns, pos = X.decode_all(code, start, len(code))
+    where the question reaches one).  `measured`: decode_all(code, start, len(code)), where known."""
+    insns, pos = measured or X.decode_all(code, start, len(code))
     if pos != len(code):
         return None
     out: List[Op] = []

@@ -14,7 +14,7 @@ is not known to leave an operand alone, that operand counts as written).
 """
 
 import enum
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
 class Kind(enum.Enum):
@@ -148,6 +148,52 @@ def decode_all(code: bytes, start: int, size: int) -> Tuple[List[Insn], int]:
     except IndexError:        # runs off the end of the bytes given
         pass
     return out, pos
+
+
+class Ahead:
+    """Functions' instructions measured before their own analysis (the never-returns search
+    decodes the callees, a .cold part its parent), kept until that analysis takes them: so each
+    function's code is measured once, whoever asks first.  At most LIMIT instructions are kept
+    (then all are forgotten, and measured again where asked)."""
+
+    LIMIT = 1 << 15
+
+    def __init__(self) -> None:
+        self._kept: Dict[int, Tuple[bytes, List[Insn], int]] = {}
+        self._count = 0
+
+    def get(self, code: bytes, start: int) -> Tuple[List[Insn], int]:
+        """decode_all(code, start, len(code)), kept (for later questions and the function's own turn)."""
+        kept = self._kept.get(start)
+        if kept is not None and kept[0] == code:
+            return kept[1], kept[2]
+        insns, pos = decode_all(code, start, len(code))
+        if self._count + len(insns) > self.LIMIT:
+            self._kept.clear()
+            self._count = 0
+        old = self._kept.pop(start, None)
+        if old is not None:
+            self._count -= len(old[1])
+        self._kept[start] = (code, insns, pos)
+        self._count += len(insns)
+        return insns, pos
+
+    def take(self, code: bytes, start: int, size: int) -> Tuple[List[Insn], int]:
+        """decode_all(code, start, size), kept ones given up (the function's own turn: its last)."""
+        kept = self._kept.pop(start, None)
+        if kept is not None:
+            self._count -= len(kept[1])
+            if kept[0] == code and size == len(code):
+                return kept[1], kept[2]
+        return decode_all(code, start, size)
+
+
+def ahead_of(index) -> Ahead:
+    """The SFrame index's Ahead (made at its first use)."""
+    got = getattr(index, "ahead", None)
+    if got is None:
+        got = index.ahead = Ahead()
+    return got
 
 
 def _prefixes(code, pos):

@@ -53,6 +53,7 @@ class SFrameIndex:
         self.saves: Dict[int, object] = {}    # function start -> save-slot facts (core.saves.analysis)
         self.noreturn: Dict[int, bool] = {}   # function start -> never returns? (core.saves.noreturn)
         self.decoded: Dict[tuple, object] = {}   # a function's decoded instructions (core.saves.flow_analyser)
+        self.ahead: Optional[object] = None     # x86-64 functions measured ahead of their turn (core.saves.x86insn.Ahead)
         self.names: Optional[Dict[str, list]] = None   # symbol -> FDEs it starts (core.saves.analysis)
         # The file's exception tables (core.saves.lsda.ExceptionTables), where its CFI was read: the
         # analysis then follows calls to their landing pads.  None: not known.
