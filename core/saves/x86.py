@@ -307,7 +307,8 @@ class X86Function:
         if self.failed or self.sp_pushes or self.run_saves or self.poisoned or self.unexplained \
                 or not self.rows or self.rows[0][0] != self.fde.start:
             return None
-        if any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in self.rows):
+        # (The first row's CFA is SP + the entry offset: starts_as_function.)
+        if any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in self.rows[1:]):
             return None
         return _all_unchanged(self.regs)
 

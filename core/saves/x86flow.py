@@ -489,7 +489,7 @@ def _reg_only(raw: bytes, opcode: int) -> Optional[Tuple[int, int]]:
     return (body[1] >> 3) & 7 | (rex >> 2 & 1) << 3, body[1] & 7 | (rex & 1) << 3
 
 
-_OPS: dict = {}      # an instruction's bytes -> its Op at address 0
+_OPS: dict = {}      # an instruction's bytes -> its Op's fields after the address
 
 
 def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
@@ -502,8 +502,8 @@ def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
     if got is None:
         if len(_OPS) >= 65536:
             _OPS.clear()
-        got = _OPS[raw] = _made(code, pos, ins._replace(addr=0))
-    return _AT(Op, (ins.addr,) + got[1:])
+        got = _OPS[raw] = _made(code, pos, ins._replace(addr=0))[1:]
+    return _AT(Op, (ins.addr,) + got)
 
 
 def _made(code: bytes, pos: int, ins: X.Insn) -> Op:

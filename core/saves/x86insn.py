@@ -156,7 +156,7 @@ class Ahead:
     function's code is measured once, whoever asks first.  At most LIMIT instructions are kept
     (then all are forgotten, and measured again where asked)."""
 
-    LIMIT = 1 << 15
+    LIMIT = 1 << 16
 
     def __init__(self) -> None:
         self._kept: Dict[int, Tuple[bytes, List[Insn], int]] = {}
@@ -248,11 +248,26 @@ def _decode(code, pos, addr):
         return _general(code, pos, addr)
     p += 1
     modrm = -1
-    if fast[0]:
-        n, modrm = _modrm_len(code, p, False)
-        p += n
+    if fast[0]:                   # (_modrm_len, written out: most instructions come this way)
+        modrm = code[p]
+        p += 1
+        mod = modrm >> 6
+        if mod != 3:
+            rm = modrm & 7
+            if rm == 4:
+                p += 5 if mod == 0 and code[p] & 7 == 5 else 1      # SIB (and its disp32)
+            elif mod == 0 and rm == 5:
+                p += 4                                               # RIP-relative disp32
+            if mod == 1:
+                p += 1
+            elif mod == 2:
+                p += 4
     end = p + fast[2 if rex & 8 else 1]
     code[end - 1]                 # the whole instruction must be present
+    if op not in _RELATIVE:       # (_one_byte's look-up of the shape, written out)
+        shape = _SHAPES.get((op, modrm, rex, False))
+        if shape is not None:
+            return _new(Insn, (addr, end - pos) + shape)
     return _one_byte(code, addr, end - pos, op, modrm, rex, False, p, end)
 
 
