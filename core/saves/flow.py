@@ -149,20 +149,26 @@ RulesAt = Callable[[int], Tuple[Optional[int], Optional[int]]]
 
 def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, entry_sp: int,
             rules_at: RulesAt, entry: int = 0, pads: Optional[Dict[int, int]] = None,
-            frame_at: Optional[Callable[[int], object]] = None) -> Tuple[List[Optional[State]], Optional[str]]:
+            frame_at: Optional[Callable[[int], object]] = None, facts: Optional[Sequence[tuple]] = None,
+            ) -> Tuple[List[Optional[State]], Optional[str]]:
     """(the state before each op, None where no path reaches it; or an error text).  The ops
     are in address order and may come from several pieces of code (a function and its .cold
     part): control falls through only to the op right after; `entry`: the function's first op;
     `pads`: op number of a call -> op number of the landing pad an exception leaves it for;
     `frame_at(addr)`: what SFrame says of the frame there (where the CFA, RA and FP are; compared
-    whole), None where not known."""
+    whole), None where not known.  `facts`: (rules_at(op.addr), frame_at(op.addr)) of each op, where
+    the caller has them (without the two calls per op)."""
     n = len(ops)
     where = {op.addr: k for k, op in enumerate(ops)}
     slot_of = {r: k for k, r in enumerate(regs)}
     states: List[Optional[State]] = [None] * n
-    sframe = [rules_at(op.addr) for op in ops]
+    if facts is not None:
+        sframe = [f[0] for f in facts]
+        frames: Optional[List[object]] = [f[1] for f in facts] if frame_at is not None else None
+    else:
+        sframe = [rules_at(op.addr) for op in ops]
+        frames = [frame_at(op.addr) for op in ops] if frame_at is not None else None
     sps = [cfa_sp for cfa_sp, _cfa_fp in sframe]
-    frames = [frame_at(op.addr) for op in ops] if frame_at is not None else None
     joined = [k + 1 < n and ops[k + 1].addr == op.addr + op.length for k, op in enumerate(ops)]
     inside = _lands_inside(ops, where, joined)
     if inside:
@@ -191,7 +197,8 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                     if frozen[j]:
                         break
                     old = states[j]
-                    arrived = _arriving(out, sps[j])
+                    # (Registers the transfer left as they were hold nothing restored: _quiet_state.)
+                    arrived = out if out.regs is state.regs else _arriving(out, sps[j])
                     new = arrived if old is None else _meet(old, arrived)
                     if new == old:
                         break
@@ -204,7 +211,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                     if frozen[j]:
                         continue
                     old = states[j]
-                    arrived = _arriving(out, sps[j])
+                    arrived = out if out.regs is state.regs else _arriving(out, sps[j])
                     new = arrived if old is None else _meet(old, arrived)
                     if new != old:
                         states[j] = new
@@ -350,12 +357,20 @@ def _quiet_op(op: Op, slot_of: Dict[int, int]) -> bool:
                 or op.flow is Flow.CALL or op.writes_all or any(w in slot_of for w in op.writes))
 
 
+# The registers' tuple _quiet_state last found holding nothing restored or parked (most ops pass
+# the one before's on: checked once).  Kept here, it stays alive, so that its identity is its own.
+_CLEAN: List[Tuple[object, ...]] = [()]
+
+
 def _quiet_state(op: Op, state: State) -> bool:
     """Does `state` hold no register restored or parked (whose state SP and writes of memory or of
     other registers move), and no frame address in a register `op` writes?"""
-    for r in state.regs:
-        if type(r) is Restored or type(r) is tuple:
-            return False
+    regs = state.regs
+    if regs is not _CLEAN[0]:
+        for r in regs:
+            if type(r) is Restored or type(r) is tuple:
+                return False
+        _CLEAN[0] = regs
     writes = op.writes
     return not (writes and state.rel and any(r in writes for r, _k in state.rel))
 

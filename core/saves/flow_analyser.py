@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 from ..sframe import format as F
 from ..sframe.rules import RuleKind
 from . import a64insn, flow, noreturn, s390insn, x86flow, x86insn
-from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, landing_pads, starts_as_function, unknown
+from .save import UNCHANGED, Plan, Save, SaveKind, cfa_offsets, function_code, landing_pads, saved, starts_as_function, unknown
 
 DECODED_LIMIT = 256     # functions' decoded instructions remembered per index
 
@@ -86,7 +86,7 @@ class FlowFunction:
         def frame_at(addr):
             return facts_at(addr)[1]
         self.states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at,
-                                                pads=pads, frame_at=frame_at)
+                                                pads=pads, frame_at=frame_at, facts=_per_op(ops, starts, facts))
         self.starts = [op.addr for op in ops]
 
     @classmethod
@@ -193,7 +193,7 @@ class FlowFunction:
             elif isinstance(where, tuple):
                 out[reg] = Save(SaveKind.IN_REGISTER, 0, where[1])
             else:
-                out[reg] = Save(SaveKind.SAVED, where)  # type: ignore[arg-type]  # an int: CFA offset
+                out[reg] = saved(where)  # type: ignore[arg-type]  # an int: CFA offset
         return out
 
 
@@ -214,6 +214,21 @@ def _facts(abi, rules) -> tuple:
 
 
 _NO_FACTS = ((None, None), None)     # _facts where no rules are known
+
+
+def _per_op(ops, starts, facts) -> list:
+    """`facts` of the row each op (in address order) is in: one walk along the rows' `starts`,
+    not a search per op."""
+    out = []
+    k, n = -1, len(starts)
+    nxt = starts[0] if n else None
+    for op in ops:
+        addr = op.addr
+        while nxt is not None and addr >= nxt:
+            k += 1
+            nxt = starts[k + 1] if k + 1 < n else None
+        out.append(facts[k] if k >= 0 else _NO_FACTS)
+    return out
 
 
 def _facts_in(abi, index, pieces):

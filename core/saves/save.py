@@ -3,6 +3,7 @@ pieces every per-ISA analyser shares."""
 
 import bisect
 import enum
+import functools
 from dataclasses import dataclass
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -52,8 +53,16 @@ class Save:
 UNCHANGED = Save(SaveKind.UNCHANGED)
 
 
+@functools.lru_cache(maxsize=1024)
 def unknown(why: str) -> Save:
     return Save(SaveKind.UNKNOWN, why=why)
+
+
+@functools.lru_cache(maxsize=4096)
+def saved(offset: int, base: Optional[int] = None) -> Save:
+    """Save(SAVED, offset, base): one object per place, shared by the answers (made once, and
+    compared by identity first where answers are compared)."""
+    return Save(SaveKind.SAVED, offset, base)
 
 
 class Plan(NamedTuple):

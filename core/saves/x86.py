@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ..sframe import format as F
 from ..sframe.rules import RuleKind
 from . import x86insn as X
-from .save import UNCHANGED, Plan, Save, SaveKind, function_code, sp_offset, starts_as_function, unknown
+from .save import UNCHANGED, Plan, Save, SaveKind, function_code, saved, sp_offset, starts_as_function, unknown
 
 
 @functools.lru_cache(maxsize=None)
@@ -363,7 +363,7 @@ class X86Function:
         only ever its); None: not saved on the way here."""
         if d is not None and d <= k_pc:
             if self._clean(reg, d):
-                return Save(SaveKind.SAVED, -d)
+                return saved(-d)
             return unknown("the slot at CFA - %d holds different things on different paths" % d)
         if run is None:
             return None
@@ -372,19 +372,19 @@ class X86Function:
                 return None       # on the one way in, before the frame-pointer prologue
             return unknown("saved relative to the frame pointer, which this PC does not use")
         slot = self.k0 - run[0]     # run[0] is negative: rbp - n
-        return Save(SaveKind.SAVED, -slot) if slot <= k_pc else None
+        return saved(-slot) if slot <= k_pc else None
 
     def _at_fp_based(self, reg, d, run, pc):
         """CFA based on %rbp: the frame-pointer prologue ran (up to pc, if pc is inside it)."""
         if d is not None:
             if self.k0 is not None and d <= self.k0 and self._clean(reg, d):
-                return Save(SaveKind.SAVED, -d)
+                return saved(-d)
             return unknown("pushed before the frame pointer was set up, at a depth not proved")
         if run is None or self._in_run(reg, pc) is False:
             return None           # not pushed by the prologue, or not yet
         if self.k0 is not None:
-            return Save(SaveKind.SAVED, run[0] - self.k0)
-        return Save(SaveKind.SAVED, run[0], base=self.abi.fp)
+            return saved(run[0] - self.k0)
+        return saved(run[0], self.abi.fp)
 
     def _at_other(self, reg, d, run, pc):
         """The CFA is based on another register (a DRAP prologue or epilogue): only a PC on the
@@ -395,7 +395,7 @@ class X86Function:
         if run is not None:
             pushed = self._in_run(reg, pc)
             if pushed:
-                return Save(SaveKind.SAVED, run[0], base=self.abi.fp)
+                return saved(run[0], self.abi.fp)
             if pushed is None and pc >= self.straight_until:
                 return refused
         elif pc >= self.straight_until:
