@@ -21,7 +21,7 @@ by core.saves.x86insn becomes an Op:
   (found by _jump_tables) or anywhere SFrame allows, ret/ud2/hlt stop.
 """
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from . import jumptables
 from . import x86insn as X
@@ -50,22 +50,9 @@ class _Form:
 
     def __init__(self, code: bytes, pos: int):
         pos, self.opsize16, addr32, self.rex, _rep = X._prefixes(code, pos)
-        op = code[pos]
-        pos += 1
-        self.map, self.size = 0, 8 if self.rex & 8 else 4
-        if op == 0x0F:
-            self.map, op = 1, code[pos]
-            pos += 1
-            self.size = 16
-            if op in (0x38, 0x3A):
-                self.map, op = op, code[pos]
-                pos += 1
-        elif op in (0xC4, 0xC5, 0x62):
-            self.map, self.size = 2, 64           # VEX/EVEX: up to a 512-bit operand
-            pos += {0xC5: 1, 0xC4: 2, 0x62: 3}[op]
-            op = code[pos]
-            pos += 1
-        self.op = op
+        pos, self.map, self.op = _opcode(code, pos)
+        # (VEX/EVEX: up to a 512-bit operand)
+        self.size = (8 if self.rex & 8 else 4) if self.map == 0 else 64 if self.map == 2 else 16
         self.modrm = -1
         self.mem: Optional[Tuple[Optional[int], bool, int]] = None
         if self._has_modrm():
@@ -104,6 +91,31 @@ class _Form:
         if self.map == 1:
             return self.op not in X._TWO_NONE and not 0x80 <= self.op <= 0x8F
         return not (self.map == 2 and self.op == 0x77)
+
+
+def _opcode(code: bytes, pos: int) -> Tuple[int, int, int]:
+    """(where the ModRM byte would be, opcode map, opcode) of the instruction whose opcode starts
+    at pos (after its prefixes): map 0 the one-byte map, 1 0F, 0x38 and 0x3A the three-byte maps,
+    2 VEX and EVEX."""
+    op = code[pos]
+    if op == 0x0F:
+        op = code[pos + 1]
+        if op in (0x38, 0x3A):
+            return pos + 3, op, code[pos + 2]
+        return pos + 2, 1, op
+    if op in (0xC4, 0xC5, 0x62):
+        pos += 1 + {0xC5: 1, 0xC4: 2, 0x62: 3}[op]
+        return pos + 1, 2, code[pos]
+    return pos + 1, 0, op
+
+
+class _Head:
+    """The opcode map and opcode of an instruction: all a branch's or another transfer's flow
+    asks of it (_branch_flow, _transfer_flow, _returns), without the rest _Form works out."""
+    __slots__ = ("map", "op")
+
+    def __init__(self, code: bytes, pos: int):
+        _after, self.map, self.op = _opcode(code, X._prefixes(code, pos)[0])
 
 
 def _memory(code: bytes, pos: int, rex: int) -> Tuple[Optional[int], bool, int]:
@@ -176,7 +188,7 @@ def control(code: bytes, start: int, measured: Optional[Tuple[List[X.Insn], int]
             append(_AT(Op, (addr, length) + _NOP))
         elif ins.kind is X.Kind.BRANCH or ins.transfer:
             try:
-                f = _Form(code, addr - start)
+                f = _Head(code, addr - start)
             except IndexError:
                 append(Op(addr, length, sp=None, writes_all=True))
                 continue
@@ -514,6 +526,12 @@ def _made(code: bytes, pos: int, ins: X.Insn) -> Op:
         return Op(addr, length, stores=((_D[ins.reg], _SP, -8),), sp=-8)
     if kind is X.Kind.POP:
         return Op(addr, length, loads=((_D[ins.reg], _SP, 0),), sp=None if ins.reg == _SP_HW else 8)
+    if kind is X.Kind.BRANCH:
+        try:
+            flow = _branch_flow(_Head(code, pos))
+        except IndexError:        # (x86insn measured it: cannot happen; never a guess if it does)
+            return Op(addr, length, sp=None, writes_all=True)
+        return Op(addr, length, flow, ins.target, clobbers=_BELOW_SP if flow is Flow.CALL else ())
     try:
         f = _Form(code, pos)
     except IndexError:            # (x86insn measured it: cannot happen; never a guess if it does)
@@ -529,9 +547,6 @@ def _made(code: bytes, pos: int, ins: X.Insn) -> Op:
         if f.mem is not None and f.mem[0] in (_SP_HW, _FP_HW):
             return Op(addr, length, stores=((_D[ins.reg], _D[f.mem[0]], None),))   # indexed: not placed
         return Op(addr, length)
-    if kind is X.Kind.BRANCH:
-        flow = _branch_flow(f)
-        return Op(addr, length, flow, ins.target, clobbers=_BELOW_SP if flow is Flow.CALL else ())
     if kind is X.Kind.JUMP_INDIRECT:
         return Op(addr, length, Flow.INDIRECT)
     return _other(f, addr, length, ins, code[pos:pos + length])
@@ -562,7 +577,7 @@ def _other(f: _Form, addr: int, length: int, ins: X.Insn, raw: bytes) -> Op:
 _RETURNS = frozenset((0xC3, 0xC2, 0xCB, 0xCA, 0xCF))        # ret, ret $n, lret, lret $n, iret
 
 
-def _branch_flow(f: _Form) -> Flow:
+def _branch_flow(f: Union[_Form, _Head]) -> Flow:
     """A relative branch's flow: a call, a jump, or a conditional branch (jcc, loop, xbegin)."""
     if f.map == 0 and f.op == 0xE8:
         return Flow.CALL
@@ -571,12 +586,12 @@ def _branch_flow(f: _Form) -> Flow:
     return Flow.BRANCH
 
 
-def _transfer_flow(f: _Form) -> Flow:
+def _transfer_flow(f: Union[_Form, _Head]) -> Flow:
     """Any other transfer's: a call through a register or memory returns; ret, hlt and the rest stop."""
     return Flow.CALL if f.map == 0 and f.op == 0xFF else Flow.STOP
 
 
-def _returns(f: _Form, flow: Flow) -> bool:
+def _returns(f: Union[_Form, _Head], flow: Flow) -> bool:
     """Does the instruction return to the caller (a STOP that is a return, not a trap)?"""
     return flow is Flow.STOP and f.map == 0 and f.op in _RETURNS
 
