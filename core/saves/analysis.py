@@ -264,7 +264,6 @@ class X86Analysis:
         first = self.first = X86Function(abi, index, fde, read_code)
         self.plans: Dict[int, Plan] = {}
         self.unreadable = first.unreadable
-        self.starts = first.starts
         self.second = None
         if not self.unreadable and not first.plt0 and (first.failed or first.poisoned or first.unexplained):
             self.second = X86FlowFunction(abi, index, fde, read_code, first.insns, symbolize)
@@ -272,6 +271,10 @@ class X86Analysis:
                 self.second = None
 
     instruction_starts = X86Function.instruction_starts
+
+    @property
+    def starts(self) -> Optional[List[int]]:
+        return self.first.starts
 
     def constant(self) -> Optional[Dict[int, Save]]:
         """The answer at every PC, where the push analysis proves it one and the same (None: ask `at`)."""

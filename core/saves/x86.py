@@ -52,7 +52,6 @@ class X86Function:
     # defaults here, a function's own containers made where its analysis fills them: _analyse).
     failed: Optional[str] = None
     plt0 = unreadable = False
-    starts: Optional[List[int]] = None
     insns: Optional[List[X.Insn]] = None
     rows: Sequence = ()
     k0: Optional[int] = None                 # the SP offset at the frame-pointer prologues (_fp_prologues)
@@ -76,6 +75,11 @@ class X86Function:
             self.unreadable = True
             return
         self._analyse(code)
+
+    @property
+    def starts(self) -> Optional[List[int]]:
+        """The addresses of the function's instructions, where they were measured (else None)."""
+        return None if self.insns is None else [i.addr for i in self.insns]
 
     def _sp_offset(self, rules):
         return sp_offset(self.abi, rules)
@@ -144,7 +148,6 @@ class X86Function:
         if pos != fde.size:
             self.failed = "the last instruction runs past the function's end"
             return None
-        self.starts = starts = [i.addr for i in insns]
         self.insns = insns        # (the data flow takes them too, where it runs: X86FlowFunction)
         self.rows = rows = self.index.rows(fde)
         if rows and self._lazy_plt0(insns):
@@ -158,7 +161,7 @@ class X86Function:
         ends: Dict[int, int] = {}
         self.ends = ends
         if len(rows) > 1 and insns:
-            ends.update(zip(starts[1:], range(len(starts) - 1)))
+            ends.update(zip([i.addr for i in insns[1:]], range(len(insns) - 1)))
             ends[fde.start + pos] = len(insns) - 1
         for start, _rules in rows[1:]:
             if start not in ends:
