@@ -114,13 +114,18 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     other and a straight-line one's successor found as any other's (core.saves.flow), an x86-64
     instruction's Op made anew each time (core.saves.x86flow), a callee's jump tables found before
     the never-returns search reaches them (core.saves.noreturn), a function's instructions
-    measured anew each time (core.saves.x86insn.Ahead)."""
+    measured anew each time (core.saves.x86insn.Ahead) and by the decoder's general path, a
+    branch's flow from its whole form (_Form, not _Head), each op's SFrame facts asked of the
+    rows one by one (flow_analyser._per_op)."""
     exe = RP.build(tc, name)
     sidefile.write(str(exe), str(tmp_path / "fast.debug"), workers=1, all_functions=True)
     monkeypatch.setattr(flow, "_quiet_state", lambda op, state: False)
     monkeypatch.setattr(flow, "_straight", lambda ops, joined, pads: [False] * len(ops))
     monkeypatch.setattr(x86flow, "_op", x86flow._made)
     monkeypatch.setattr(x86insn, "ahead_of", lambda index: x86insn.Ahead())
+    monkeypatch.setattr(x86insn, "_decode", x86insn._general)
+    monkeypatch.setattr(x86flow, "_Head", x86flow._Form)
+    monkeypatch.setattr(FA, "_per_op", lambda ops, starts, facts: None)
     monkeypatch.setattr(FA.X86FlowFunction, "tables_later", False)
     monkeypatch.setattr(FA.X86FlowFunction, "control", classmethod(
         lambda cls, abi, code, start, read=None, elsewhere=None, index=None:

@@ -122,7 +122,7 @@ def test_decode_refuses(hexbytes):
 def test_ahead_measures_a_function_once_and_keeps_it_bounded(monkeypatch):
     """x86insn.Ahead: a function measured ahead (the never-returns search) is measured once, and
     its own analysis takes it; other bytes at the same start, or another size, are measured anew;
-    what is kept never passes LIMIT instructions."""
+    what is kept never passes LIMIT bytes of code, and a function larger than that is not kept."""
     calls = []
     real = X.decode_all
 
@@ -140,11 +140,13 @@ def test_ahead_measures_a_function_once_and_keeps_it_bounded(monkeypatch):
     assert ahead.take(code[:4], 0x1000, 4) == real(code[:4], 0x1000, 4) and len(calls) == 4
     ahead.get(code, 0x1000)
     assert ahead.take(code + b"\xc3", 0x1000, len(code)) == first and len(calls) == 6   # other bytes
-    monkeypatch.setattr(X.Ahead, "LIMIT", 10)
+    monkeypatch.setattr(X.Ahead, "LIMIT", 20)
     small = X.Ahead()
     for k in range(20):
         small.get(code, 0x1000 + 0x10 * k)
-        assert small._count <= 10 and small._count == sum(len(v[1]) for v in small._kept.values())
+        assert small._count <= 20 and small._count == sum(len(v[0]) for v in small._kept.values())
+    small.get(code * 4, 0x9000)
+    assert 0x9000 not in small._kept and small._count <= 20
 
 
 # -- the analysis, on hand-assembled functions ------------------------------------------------------

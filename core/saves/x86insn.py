@@ -153,14 +153,15 @@ def decode_all(code: bytes, start: int, size: int) -> Tuple[List[Insn], int]:
 class Ahead:
     """Functions' instructions measured before their own analysis (the never-returns search
     decodes the callees, a .cold part its parent), kept until that analysis takes them: so each
-    function's code is measured once, whoever asks first.  At most LIMIT instructions are kept
-    (then all are forgotten, and measured again where asked)."""
+    function's code is measured once, whoever asks first.  At most LIMIT bytes of code are kept,
+    with their instructions (then all are forgotten, and measured again where asked); a larger
+    function is not kept."""
 
-    LIMIT = 1 << 16
+    LIMIT = 1 << 18
 
     def __init__(self) -> None:
         self._kept: Dict[int, Tuple[bytes, List[Insn], int]] = {}
-        self._count = 0
+        self._count = 0       # bytes of code kept
 
     def get(self, code: bytes, start: int) -> Tuple[List[Insn], int]:
         """decode_all(code, start, len(code)), kept (for later questions and the function's own turn)."""
@@ -168,21 +169,23 @@ class Ahead:
         if kept is not None and kept[0] == code:
             return kept[1], kept[2]
         insns, pos = decode_all(code, start, len(code))
-        if self._count + len(insns) > self.LIMIT:
+        if len(code) > self.LIMIT:
+            return insns, pos
+        if self._count + len(code) > self.LIMIT:
             self._kept.clear()
             self._count = 0
         old = self._kept.pop(start, None)
         if old is not None:
-            self._count -= len(old[1])
+            self._count -= len(old[0])
         self._kept[start] = (code, insns, pos)
-        self._count += len(insns)
+        self._count += len(code)
         return insns, pos
 
     def take(self, code: bytes, start: int, size: int) -> Tuple[List[Insn], int]:
         """decode_all(code, start, size), kept ones given up (the function's own turn: its last)."""
         kept = self._kept.pop(start, None)
         if kept is not None:
-            self._count -= len(kept[1])
+            self._count -= len(kept[0])
             if kept[0] == code and size == len(code):
                 return kept[1], kept[2]
         return decode_all(code, start, size)
