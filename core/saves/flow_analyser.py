@@ -111,7 +111,7 @@ class FlowFunction:
         for piece in (parent, fde):
             code = function_code(piece, read_code)
             got = self._decoded(abi, index, code, piece.start, read_code, lambda addr: rules_at(addr)[0],
-                                self.measured_ahead(index, code, piece.start, piece is fde)) if code else None
+                                own=piece is fde) if code else None
             if not got:
                 self.failed = "the code of %#x cannot be read or measured" % piece.start
                 self.unreadable = code is None
@@ -146,14 +146,17 @@ class FlowFunction:
                 for op in ops]
 
     @classmethod
-    def _decoded(cls, abi, index, code: bytes, start: int, read_code, sp_at=None, measured=None
+    def _decoded(cls, abi, index, code: bytes, start: int, read_code, sp_at=None, measured=None, own=None
                  ) -> Optional[List[flow.Op]]:
         """`decode` of a function's code, its jump tables followed (with SFrame's CFA - SP
         `sp_at`, or without), remembered on the index: a function is decoded as itself and as
         the parent of its .cold part, the same each time.  (A function's CFA - SP is SFrame's
-        rules for its own code, whoever asks: every `sp_at` passed gives the same.)"""
-        return _remembered(index, (cls, start, len(code), sp_at is not None, id(read_code)),
-                           lambda: cls.decode(abi, code, start, read_code, sp_at, measured, case_elsewhere(abi, index)))
+        rules for its own code, whoever asks: every `sp_at` passed gives the same.)  `own`
+        (without `measured`): where not remembered, its instructions are `measured_ahead`'s."""
+        def make():
+            given = measured if own is None else cls.measured_ahead(index, code, start, own)
+            return cls.decode(abi, code, start, read_code, sp_at, given, case_elsewhere(abi, index))
+        return _remembered(index, (cls, start, len(code), sp_at is not None, id(read_code)), make)
 
     def change_points(self) -> List[int]:
         """The instructions whose state differs from the one before (and the entry): between two
