@@ -149,6 +149,24 @@ def test_ahead_measures_a_function_once_and_keeps_it_bounded(monkeypatch):
     assert 0x9000 not in small._kept and small._count <= 20
 
 
+def test_ahead_kept_for_a_writer_only():
+    """A debugger's questions (at, plan) keep no instructions ahead on the index; a writer's
+    tables (every function, one after another) do."""
+    code = bytes.fromhex("53 48 89 fb e8 00 00 00 00 5b c3")    # push %rbx; mov; call; pop %rbx; ret
+    rows = [Row(0, (8,)), Row(1, (16,)), Row(10, (8,))]
+    data = build(2, F.ABI.AMD64_ENDIAN_LITTLE, [Func(BASE, len(code), rows)], section_addr=BASE - 0x1000)
+
+    def read(addr, size):
+        return code[addr - BASE:addr - BASE + size] if BASE <= addr and addr + size <= BASE + len(code) else None
+    index = SFrameIndex(data, BASE - 0x1000)
+    S.at(AMD64, index, index.lookup(BASE + 5), read)
+    S.plan(AMD64, index, index.lookup(BASE + 9), read)
+    assert index.ahead is None
+    fresh = SFrameIndex(data, BASE - 0x1000)
+    S.table(AMD64, fresh, next(fresh.section.fdes()), read)
+    assert isinstance(fresh.ahead, X.Ahead)
+
+
 # -- the analysis, on hand-assembled functions ------------------------------------------------------
 
 def analyse(code_hex, rows, version=2, fde_type=F.FDEType.DEFAULT, readable=True):

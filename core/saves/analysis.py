@@ -153,6 +153,10 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
     instruction where the answer changes (MASK FDEs: over the first repetition block).  What a
     writer of DWARF CFI needs: the places are exact at every instruction, not only at FREs."""
     regs = abi.analysed
+    if getattr(index, "ahead", None) is None:
+        # (Every function's table is asked for, one after another: the instructions the
+        # never-returns search measures of a callee are worth keeping for its own turn.)
+        index.ahead = x86insn.Ahead()
     func = _function(abi, index, fde, read_code, symbolize, regs)
     if func is None:
         return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]

@@ -322,8 +322,9 @@ class X86FlowFunction(FlowFunction):
         """x86insn.decode_all of a whole function from the index's Ahead: kept for the
         function's own analysis where that is still to come (it has no answers on the index
         yet), given up where this is it (`own`).  None: measure it where it is decoded."""
-        if index is None:
+        ahead = None if index is None else x86insn.ahead_of(index)
+        if ahead is None:
             return None
         if own:
-            return x86insn.ahead_of(index).take(code, start, len(code))
-        return None if start in index.saves else x86insn.ahead_of(index).get(code, start)
+            return ahead.take(code, start, len(code))
+        return None if start in index.saves else ahead.get(code, start)

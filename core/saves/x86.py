@@ -141,7 +141,8 @@ class X86Function:
     def _measure(self, code) -> Optional[List[X.Insn]]:
         """The function's instructions, each FRE starting at one; None (and `failed`) otherwise."""
         fde = self.fde
-        insns, pos = X.ahead_of(self.index).take(code, fde.start, fde.size)
+        ahead = X.ahead_of(self.index)
+        insns, pos = ahead.take(code, fde.start, fde.size) if ahead is not None else X.decode_all(code, fde.start, fde.size)
         if pos < fde.size:
             self.failed = "cannot decode the instruction at %#x" % (fde.start + pos)
             return None

@@ -191,12 +191,11 @@ class Ahead:
         return decode_all(code, start, size)
 
 
-def ahead_of(index) -> Ahead:
-    """The SFrame index's Ahead (made at its first use)."""
-    got = getattr(index, "ahead", None)
-    if got is None:
-        got = index.ahead = Ahead()
-    return got
+def ahead_of(index) -> Optional[Ahead]:
+    """The SFrame index's Ahead, where its user keeps one (core.saves.analysis.table: a side
+    file's writer, which asks of every function); None: nothing is kept (a debugger's questions
+    of a few functions would keep callees whose own turn never comes)."""
+    return getattr(index, "ahead", None)
 
 
 def _prefixes(code, pos):
