@@ -156,15 +156,15 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     part): control falls through only to the op right after; `entry`: the function's first op;
     `pads`: op number of a call -> op number of the landing pad an exception leaves it for;
     `frame_at(addr)`: what SFrame says of the frame there (where the CFA, RA and FP are; compared
-    whole), None where not known.  `facts`: (rules_at(op.addr), frame_at(op.addr)) of each op, where
-    the caller has them (without the two calls per op)."""
+    whole), None where not known.  `facts`: (rules_at(op.addr), frame_at(op.addr)) of each op, in
+    place of the two calls per op, where the caller has them."""
     n = len(ops)
     where = {op.addr: k for k, op in enumerate(ops)}
     slot_of = {r: k for k, r in enumerate(regs)}
     states: List[Optional[State]] = [None] * n
     if facts is not None:
         sframe = [f[0] for f in facts]
-        frames: Optional[List[object]] = [f[1] for f in facts] if frame_at is not None else None
+        frames: Optional[List[object]] = [f[1] for f in facts]
     else:
         sframe = [rules_at(op.addr) for op in ops]
         frames = [frame_at(op.addr) for op in ops] if frame_at is not None else None
@@ -173,9 +173,6 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     inside = _lands_inside(ops, where, joined)
     if inside:
         return states, inside
-    def successors(k: int, op: Op, out: State) -> List[int]:
-        return _successors(ops, k, out, joined, where, sps, frames, pads)
-
     # What each op is, worked out once (the ops of a loop are visited again): does it leave the
     # registers alone (_quiet_op), does control only fall through from it to the next op?
     quiet = [_quiet_op(op, slot_of) for op in ops]
@@ -207,7 +204,7 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
                         break
                     k, state = j, new
                     continue
-                for j in successors(k, op, out):
+                for j in _successors(ops, k, out, joined, where, sps, frames, pads):
                     if frozen[j]:
                         continue
                     old = states[j]
