@@ -114,7 +114,8 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     other and a straight-line one's successor found as any other's (core.saves.flow), an x86-64
     instruction's Op made anew each time (core.saves.x86flow), a callee's jump tables found before
     the never-returns search reaches them (core.saves.noreturn), a function's instructions
-    measured anew each time (core.saves.x86insn.Ahead) and by the decoder's general path, a
+    measured anew each time and a .cold part's parent's decoding kept for no one
+    (core.saves.x86insn.Ahead), each instruction measured by the decoder's general path, a
     branch's flow from its whole form (_Form, not _Head), each op's SFrame facts asked of the
     rows one by one (flow_analyser._per_op)."""
     exe = RP.build(tc, name)
@@ -132,6 +133,29 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
         cls.decode(abi, code, start, read, None, None, elsewhere)))
     sidefile.write(str(exe), str(tmp_path / "slow.debug"), workers=1, all_functions=True)
     assert (tmp_path / "fast.debug").read_bytes() == (tmp_path / "slow.debug").read_bytes()
+
+
+def test_cold_parts_parents_decoded_once(roots, tmp_path, monkeypatch):
+    """A .cold part's parent, decoded for the data flow with its part (whose turn comes first, in
+    .text.unlikely), is not decoded again for its own turn (x86insn.Ahead.keep), though hundreds
+    of other functions' decodings come in between (sid's SQLite, 77 parts)."""
+    import collections
+    exe = RP.build("sid", "sqlite")
+    parents, decoded = [], collections.Counter()
+    real_cold, real_decode = FA.X86FlowFunction.cold_part.__func__, FA.X86FlowFunction.decode
+
+    def cold_part(cls, abi, index, fde, parent, *args, **kwargs):
+        parents.append(parent.start)
+        return real_cold(cls, abi, index, fde, parent, *args, **kwargs)
+
+    def decode(abi, code, start, read=None, sp_at=None, *args):
+        decoded[(start, sp_at is not None)] += 1
+        return real_decode(abi, code, start, read, sp_at, *args)
+    monkeypatch.setattr(FA.X86FlowFunction, "cold_part", classmethod(cold_part))
+    monkeypatch.setattr(FA.X86FlowFunction, "decode", staticmethod(decode))
+    sidefile.write(str(exe), str(tmp_path / "x.debug"), workers=1, all_functions=True)
+    assert len(parents) > 50 and all(decoded[(p, True)] >= 1 for p in parents)
+    assert [hex(p) for p in parents if decoded[(p, True)] > 1] == []
 
 
 def test_paths_alone_as_the_whole_decoding(roots):

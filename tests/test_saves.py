@@ -149,6 +149,29 @@ def test_ahead_measures_a_function_once_and_keeps_it_bounded(monkeypatch):
     assert 0x9000 not in small._kept and small._count <= 20
 
 
+def test_ahead_keeps_a_parents_decoding_for_its_turn(monkeypatch):
+    """Ahead.keep: a decoding made before the function's own turn (a .cold part's parent's) is
+    claimed once, under its own key only (another decoding of it, without SFrame's CFA - SP, is
+    not it, and leaves it); the function's turn over, nothing is kept for it; the first LATER
+    bytes of such code are kept, the rest not."""
+    ahead = X.Ahead()
+    ahead.keep(0x1000, "key", 10, ["ops"])
+    assert ahead.claim(0x1000, "key") == ["ops"] and ahead.claim(0x1000, "key") is None
+    ahead.keep(0x1000, "key", 10, ["ops"])
+    assert ahead.claim(0x1000, "another") is None and ahead.claim(0x1000, "key") == ["ops"]
+    ahead.keep(0x1000, "key", 10, ["ops"])
+    ahead.get(bytes.fromhex("53 5b c3"), 0x1000)
+    ahead.done(0x1000)
+    assert ahead.claim(0x1000, "key") is None and ahead._later_count == 0 and ahead._count == 0
+    monkeypatch.setattr(X.Ahead, "LATER", 20)
+    small = X.Ahead()
+    for k in range(4):
+        small.keep(0x1000 + 0x10 * k, "key", 8, k)
+    assert small._later_count == 16 and small.claim(0x1020, "key") is None and small.claim(0x1010, "key") == 1
+    small.keep(0x1030, "key", 8, 3)
+    assert small.claim(0x1030, "key") == 3 and small._later_count == 8
+
+
 def test_ahead_kept_for_a_writer_only():
     """A debugger's questions (at, plan) keep no instructions ahead on the index; a writer's
     tables (every function, one after another) do."""

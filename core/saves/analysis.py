@@ -140,6 +140,9 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
         why = _entry_problem(abi, fde, sym)
         if why is None:
             func = analyser(abi, index, fde, read_code, symbolize=symbolize)
+            ahead = x86insn.ahead_of(index)
+            if ahead is not None:
+                ahead.done(fde.start)       # (what was kept for its turn and not taken)
         else:
             func = _cold_part(abi, index, fde, read_code, symbolize, sym) or _Refused(regs, why)
         if not func.unreadable:

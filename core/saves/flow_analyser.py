@@ -152,11 +152,23 @@ class FlowFunction:
         `sp_at`, or without), remembered on the index: a function is decoded as itself and as
         the parent of its .cold part, the same each time.  (A function's CFA - SP is SFrame's
         rules for its own code, whoever asks: every `sp_at` passed gives the same.)  `own`
-        (without `measured`): where not remembered, its instructions are `measured_ahead`'s."""
+        (without `measured`): where not remembered, its instructions are `measured_ahead`'s;
+        False (a .cold part's parent): the decoding is also kept for the parent's own analysis,
+        where the index's Ahead keeps one (x86insn.Ahead.keep: the remembered ones are forgotten
+        by hundreds, and the parts come first, in .text.unlikely, their parents later)."""
+        key = (cls, start, len(code), sp_at is not None, id(read_code))
+        ahead = x86insn.ahead_of(index)
+
         def make():
+            kept = None if ahead is None or own is False else ahead.claim(start, key)
+            if kept is not None:
+                return kept
             given = measured if own is None else cls.measured_ahead(index, code, start, own)
             return cls.decode(abi, code, start, read_code, sp_at, given, case_elsewhere(abi, index))
-        return _remembered(index, (cls, start, len(code), sp_at is not None, id(read_code)), make)
+        got = _remembered(index, key, make)
+        if own is False and ahead is not None and got and start not in index.saves:
+            ahead.keep(start, key, len(code), got)
+        return got
 
     def change_points(self) -> List[int]:
         """The instructions whose state differs from the one before (and the entry): between two

@@ -155,13 +155,19 @@ class Ahead:
     decodes the callees, a .cold part its parent), kept until that analysis takes them: so each
     function's code is measured once, whoever asks first.  At most LIMIT bytes of code are kept,
     with their instructions (then all are forgotten, and measured again where asked); a larger
-    function is not kept."""
+    function is not kept.  Also, apart (`keep`, `claim`), a .cold part's parent's decoding for the
+    data flow (core.saves.flow_analyser), any ISA's: LATER bytes of such code at most, the first
+    ones kept, the others not.  (A function's instructions take about 50 times its code's size in memory,
+    its decoding for the data flow about 90.)"""
 
-    LIMIT = 1 << 18
+    LIMIT = 1 << 20
+    LATER = 1 << 19
 
     def __init__(self) -> None:
         self._kept: Dict[int, Tuple[bytes, List[Insn], int]] = {}
         self._count = 0       # bytes of code kept
+        self._later: Dict[int, Tuple[object, int, object]] = {}    # start -> (key, code bytes, decoding)
+        self._later_count = 0
 
     def get(self, code: bytes, start: int) -> Tuple[List[Insn], int]:
         """decode_all(code, start, len(code)), kept (for later questions and the function's own turn)."""
@@ -189,6 +195,31 @@ class Ahead:
             if kept[0] == code and size == len(code):
                 return kept[1], kept[2]
         return decode_all(code, start, size)
+
+    def keep(self, start: int, key: object, size: int, decoding: object) -> None:
+        """A decoding of the function at `start` (`size` bytes of code) made before its own
+        analysis, kept under `key` for it (beyond LATER bytes of such code: not kept)."""
+        if start not in self._later and self._later_count + size <= self.LATER:
+            self._later[start] = (key, size, decoding)
+            self._later_count += size
+
+    def claim(self, start: int, key: object) -> Optional[object]:
+        """What `keep` kept for the function at `start` under `key`, given up; else None."""
+        got = self._later.get(start)
+        if got is None or got[0] != key:
+            return None
+        del self._later[start]
+        self._later_count -= got[1]
+        return got[2]
+
+    def done(self, start: int) -> None:
+        """The analysis of the function at `start` is over: nothing is kept for it."""
+        later = self._later.pop(start, None)
+        if later is not None:
+            self._later_count -= later[1]
+        kept = self._kept.pop(start, None)
+        if kept is not None:
+            self._count -= len(kept[0])
 
 
 def ahead_of(index) -> Optional[Ahead]:
