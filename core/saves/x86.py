@@ -28,6 +28,7 @@ from .save import UNCHANGED, Plan, Save, SaveKind, function_code, saved, sp_offs
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def _hardware(regs: Tuple[int, ...]) -> frozenset:
     """The hardware numbers of DWARF registers `regs`."""
     return frozenset(X.DWARF_OF_HW.index(r) for r in regs)
@@ -60,6 +61,9 @@ class X86Function:
     poisoned: Dict[int, str] = _READ_ONLY_DICT      # reg -> why nothing about it is proved
     run_saves: Dict[int, Tuple[int, int]] = _READ_ONLY_DICT
     run_conflict: Set[int] = _READ_ONLY_SET
+    sp_pushes: Dict[int, List[int]] = _READ_ONLY_DICT     # DWARF reg -> depths it is pushed at (_sp_growth)
+    depth_regs: Dict[int, set] = _READ_ONLY_DICT          # depth -> registers pushed there
+    allocs: List[Tuple[int, int]] = _READ_ONLY_LIST       # (k1, k2]: depths created by allocations
 
     def __init__(self, abi, index, fde, read_code):
         self.abi = abi
@@ -106,18 +110,16 @@ class X86Function:
         # Does the function push, store or write no callee-saved register and set up no frame
         # pointer?  (Most do: then the passes below would find nothing.)
         quiet = True
-        for i in insns:
-            kind = i.kind
-            if kind is branch:
-                t = i.target
-                if t is not None:
-                    targets.append(t)
-                    if lo < t < straight:
-                        straight = t
-            if (i.transfer or kind is branch) and i.addr + i.length < straight:
-                straight = i.addr + i.length
-            if quiet and (kind is push or kind is mov_fp_sp or kind is store and i.reg in wanted
-                          or i.writes and not wanted.isdisjoint(i.writes)):
+        # (An Insn's fields unpacked in their order: fewer look-ups per instruction than by name.)
+        for addr, length, kind, reg, t, _sp_write, transfer, _nop, writes in insns:
+            if kind is branch and t is not None:
+                targets.append(t)
+                if lo < t < straight:
+                    straight = t
+            if (transfer or kind is branch) and addr + length < straight:
+                straight = addr + length
+            if quiet and (kind is push or kind is mov_fp_sp or kind is store and reg in wanted
+                          or writes and not wanted.isdisjoint(writes)):
                 quiet = False
         self.straight_until = straight
         if quiet:
@@ -228,11 +230,11 @@ class X86Function:
     def _sp_growth(self, insns, in_run) -> bool:
         """Where the CFA is SP-based, the stack grows at FRE boundaries: by a push of a register
         (a save at that depth) or by an allocation."""
-        dwarf = X.DWARF_OF_HW
-        self.sp_pushes: Dict[int, List[int]] = {}   # DWARF reg -> depths it is pushed at
-        self.depth_regs: Dict[int, set] = {}        # depth -> registers pushed there
-        self.allocs: List[Tuple[int, int]] = []     # (k1, k2]: depths created by allocations
         rows = self.rows
+        if len(rows) < 2:
+            return True           # (one row: the stack grows nowhere; the defaults are empty)
+        dwarf = X.DWARF_OF_HW
+        self.sp_pushes, self.depth_regs, self.allocs = {}, {}, []
         for (_s1, r1), (s2, r2) in zip(rows, rows[1:]):
             k1, k2 = self._sp_offset(r1), self._sp_offset(r2)
             if k1 is None or k2 is None or k2 <= k1:
@@ -312,7 +314,8 @@ class X86Function:
                 or not self.rows or self.rows[0][0] != self.fde.start:
             return None
         # (The first row's CFA is SP + the entry offset: starts_as_function.)
-        if any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in self.rows[1:]):
+        rows = self.rows
+        if len(rows) > 1 and any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in rows[1:]):
             return None
         return _all_unchanged(self.regs)
 
