@@ -209,6 +209,7 @@ def control(code: bytes, start: int, measured: Optional[Tuple[List[X.Insn], int]
 _PLAIN = Op(0, 0)[2:]
 _NOP = Op(0, 0, nop=True)[2:]
 _AFTER_TARGET = _PLAIN[2:]
+_AFTER_CALL = Op(0, 0, clobbers=_BELOW_SP)[4:]     # (a call's Op after its target: what it may write below SP)
 _AT = tuple.__new__
 
 
@@ -508,7 +509,12 @@ def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
     """The Op of the measured instruction `ins` at code[pos:].  Each but a relative branch's is
     its bytes' alone, apart from its address: made once per bytes (a function repeats most)."""
     if ins.kind is X.Kind.BRANCH:
-        return _made(code, pos, ins)
+        # (_made's, from prebuilt fields: a relative branch's Op is its flow's and its target's)
+        try:
+            flow = _branch_flow(_Head(code, pos))
+        except IndexError:
+            return _made(code, pos, ins)
+        return _AT(Op, (ins.addr, ins.length, flow, ins.target) + (_AFTER_CALL if flow is Flow.CALL else _AFTER_TARGET))
     raw = code[pos:pos + ins.length]
     got = _OPS.get(raw)
     if got is None:
