@@ -351,7 +351,7 @@ def _quiet_op(op: Op, slot_of: Dict[int, int]) -> bool:
     store, load, copy or other write of memory or of a tracked register, no call?  (With
     _quiet_state: what the rest of _transfer would leave alone.)"""
     return not (op.stores or op.loads or op.clobbers or op.copy is not None or op.derives is not None
-                or op.flow is Flow.CALL or op.writes_all or any(w in slot_of for w in op.writes))
+                or op.flow is Flow.CALL or op.writes_all or not slot_of.keys().isdisjoint(op.writes))
 
 
 # The registers' tuple _quiet_state last found holding nothing restored or parked (most ops pass
