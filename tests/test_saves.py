@@ -172,6 +172,18 @@ def test_ahead_keeps_a_parents_decoding_for_its_turn(monkeypatch):
     assert small.claim(0x1030, "key") == 3 and small._later_count == 8
 
 
+def test_ahead_keeps_for_its_part_only():
+    """A writer's part of the functions (starts in [lo, hi)) keeps what it measures ahead for those
+    alone: another part's function has its turn in another process, or had it before."""
+    code = bytes.fromhex("53 5b c3")
+    part = X.Ahead(0x2000, 0x3000)
+    for start in (0x1000, 0x2000, 0x2ff0, 0x3000):
+        part.get(code, start)
+        part.keep(start, "key", len(code), start)
+    assert sorted(part._kept) == [0x2000, 0x2ff0] and sorted(part._later) == [0x2000, 0x2ff0]
+    assert sorted(X.Ahead(0x2000)._turn_comes(a) for a in (0x1fff, 0x2000, 1 << 40)) == [False, True, True]
+
+
 def test_ahead_kept_for_a_writer_only():
     """A debugger's questions (at, plan) keep no instructions ahead on the index; a writer's
     tables (every function, one after another) do."""

@@ -393,6 +393,19 @@ def _spans(index: SFrameIndex, count: int) -> List[Tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
 
 
+def _part_begins(index: SFrameIndex, span: Tuple[int, int], read_code: Optional[saves.CodeReader]) -> None:
+    """Tell the analysis (where it runs) that the functions of FDEs span[0]..span[1]-1 are asked in
+    turn now: by the addresses they start in, where the section is sorted (saves.analysis.writing)."""
+    if read_code is None:
+        return
+    from ..saves.analysis import writing
+    if not index.header.has(F.Flag.FDE_SORTED):
+        writing(index)
+        return
+    first, stop = span
+    writing(index, index.section.start_of(first), index.section.start_of(stop) if stop < len(index) else None)
+
+
 @dataclass
 class _Part:
     """The entries of a run of functions, made apart from the others (core.parallel): their CIE
@@ -468,6 +481,7 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         blob, offsets, runs = got.entries, got.offsets, got.runs
         programs = _Programs(abi, e)
         kinds: Dict[Tuple[int, int], Tuple[str, bool]] = {}   # (FDE info, info2) -> (augmentation, MASK?)
+        _part_begins(index, span, read_code)
         for fde in index.section.fdes(*span):
             end = fde.start + fde.size
             if keep is not None and not keep(fde.start, end):

@@ -33,7 +33,7 @@ from .flow_analyser import A64Function, S390Function, X86FlowFunction
 from .save import MAX_FUNCTION_SIZE, UNCHANGED, CodeReader, Plan, Save, SaveKind, Symbolize, function_code, symbol_of, unknown
 from .x86 import X86Function
 
-__all__ = ["at", "plan", "table", "instruction_starts", "Plan", "Save", "SaveKind", "UNCHANGED", "CodeReader", "Symbolize"]
+__all__ = ["at", "plan", "table", "writing", "instruction_starts", "Plan", "Save", "SaveKind", "UNCHANGED", "CodeReader", "Symbolize"]
 
 CACHE_LIMIT = 1024
 
@@ -148,6 +148,14 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
         if not func.unreadable:
             cache[fde.start] = func     # (code this reader could not read may be readable by another)
     return func
+
+
+def writing(index, lo: Optional[int] = None, hi: Optional[int] = None) -> None:
+    """`table` is about to be asked of each function starting in [lo, hi) in turn (a side file's
+    writer, a part of the functions at a time; None: no bound): what is measured ahead of a
+    function's turn is kept for those only (x86insn.Ahead), not for the other parts' functions,
+    whose turns come in another process, or came before."""
+    index.ahead = x86insn.Ahead(lo, hi)
 
 
 def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize] = None

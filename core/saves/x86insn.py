@@ -157,17 +157,22 @@ class Ahead:
     with their instructions (then all are forgotten, and measured again where asked); a larger
     function is not kept.  Also, apart (`keep`, `claim`), a .cold part's parent's decoding for the
     data flow (core.saves.flow_analyser), any ISA's: LATER bytes of such code at most, the first
-    ones kept, the others not.  (A function's instructions take about 50 times its code's size in memory,
-    its decoding for the data flow about 90.)"""
+    ones kept, the others not.  (A function's instructions take about 50 times its code's size in
+    memory, its decoding for the data flow about 90.)  Only for the functions whose turn is to come
+    here: those starting in [lo, hi), where given (a writer's part of the functions)."""
 
     LIMIT = 1 << 20
     LATER = 1 << 19
 
-    def __init__(self) -> None:
+    def __init__(self, lo: Optional[int] = None, hi: Optional[int] = None) -> None:
         self._kept: Dict[int, Tuple[bytes, List[Insn], int]] = {}
         self._count = 0       # bytes of code kept
         self._later: Dict[int, Tuple[object, int, object]] = {}    # start -> (key, code bytes, decoding)
         self._later_count = 0
+        self._lo, self._hi = lo, hi
+
+    def _turn_comes(self, start: int) -> bool:
+        return (self._lo is None or self._lo <= start) and (self._hi is None or start < self._hi)
 
     def get(self, code: bytes, start: int) -> Tuple[List[Insn], int]:
         """decode_all(code, start, len(code)), kept (for later questions and the function's own turn)."""
@@ -175,7 +180,7 @@ class Ahead:
         if kept is not None and kept[0] == code:
             return kept[1], kept[2]
         insns, pos = decode_all(code, start, len(code))
-        if len(code) > self.LIMIT:
+        if len(code) > self.LIMIT or not self._turn_comes(start):
             return insns, pos
         if self._count + len(code) > self.LIMIT:
             self._kept.clear()
@@ -199,7 +204,7 @@ class Ahead:
     def keep(self, start: int, key: object, size: int, decoding: object) -> None:
         """A decoding of the function at `start` (`size` bytes of code) made before its own
         analysis, kept under `key` for it (beyond LATER bytes of such code: not kept)."""
-        if start not in self._later and self._later_count + size <= self.LATER:
+        if start not in self._later and self._later_count + size <= self.LATER and self._turn_comes(start):
             self._later[start] = (key, size, decoding)
             self._later_count += size
 
