@@ -100,7 +100,7 @@ def test_side_file_shared_among_processes(roots, tmp_path, monkeypatch, tc):
     # itself, as the parent of its .cold part, as a callee that may never return): the decoded
     # instructions remembered on the index are the ones a new decoding gives.
     monkeypatch.setattr(FA.FlowFunction, "_decoded", classmethod(
-        lambda cls, abi, index, code, start, read_code, sp_at=None, measured=None, own=None:
+        lambda cls, abi, index, code, start, read_code, sp_at=None, measured=None, own=None, rowed=True, keep=False:
         cls.decode(abi, code, start, read_code, sp_at, measured, FA.case_elsewhere(abi, index))))
     sidefile.write(str(exe), str(tmp_path / "anew.debug"), workers=1, all_functions=True)
     assert (tmp_path / "one.debug").read_bytes() == (tmp_path / "anew.debug").read_bytes()

@@ -154,7 +154,7 @@ def writing(index, lo: Optional[int] = None, hi: Optional[int] = None) -> None:
     """`table` is about to be asked of each function starting in [lo, hi) in turn (a side file's
     writer, a part of the functions at a time; None: no bound): what is measured ahead of a
     function's turn is kept for those only (x86insn.Ahead), not for the other parts' functions,
-    whose turns come in another process, or came before."""
+    whose turns come in another process, or in another part."""
     index.ahead = x86insn.Ahead(lo, hi)
 
 

@@ -110,8 +110,12 @@ class FlowFunction:
         ops: List[flow.Op] = []
         for piece in (parent, fde):
             code = function_code(piece, read_code)
+            # (The parent's decoding is its own turn's where its CFA - SP comes from its own rows,
+            # and that turn is still to come: kept for it.)
+            rowed = _rowed(index, piece)
             got = self._decoded(abi, index, code, piece.start, read_code, lambda addr: rules_at(addr)[0],
-                                own=piece is fde) if code else None
+                                own=piece is fde, rowed=rowed,
+                                keep=piece is parent and rowed and parent.index > fde.index) if code else None
             if not got:
                 self.failed = "the code of %#x cannot be read or measured" % piece.start
                 self.unreadable = code is None
@@ -146,17 +150,19 @@ class FlowFunction:
                 for op in ops]
 
     @classmethod
-    def _decoded(cls, abi, index, code: bytes, start: int, read_code, sp_at=None, measured=None, own=None
-                 ) -> Optional[List[flow.Op]]:
+    def _decoded(cls, abi, index, code: bytes, start: int, read_code, sp_at=None, measured=None, own=None,
+                 rowed=True, keep=False) -> Optional[List[flow.Op]]:
         """`decode` of a function's code, its jump tables followed (with SFrame's CFA - SP
         `sp_at`, or without), remembered on the index: a function is decoded as itself and as
-        the parent of its .cold part, the same each time.  (A function's CFA - SP is SFrame's
-        rules for its own code, whoever asks: every `sp_at` passed gives the same.)  `own`
-        (without `measured`): where not remembered, its instructions are `measured_ahead`'s;
-        False (a .cold part's parent): the decoding is also kept for the parent's own analysis,
+        the parent of its .cold part, the same each time.  (`sp_at` from the function's own rows,
+        whoever asks, gives the same; `rowed` False: `sp_at` is index.lookup's, which another FDE
+        starting inside the function makes another, remembered apart.)  `own` (without
+        `measured`): where not remembered, its instructions are `measured_ahead`'s.  `keep` (a
+        .cold part's parent, whose own turn is to come): the decoding is also kept for that turn,
         where the index's Ahead keeps one (x86insn.Ahead.keep: the remembered ones are forgotten
-        by hundreds, and the parts come first, in .text.unlikely, their parents later)."""
-        key = (cls, start, len(code), sp_at is not None, id(read_code))
+        by hundreds, and the parts come first, in .text.unlikely, their parents later); the own
+        turn (`own` not False) claims it."""
+        key = (cls, start, len(code), None if sp_at is None else rowed, id(read_code))
         ahead = x86insn.ahead_of(index)
 
         def make():
@@ -166,7 +172,7 @@ class FlowFunction:
             given = measured if own is None else cls.measured_ahead(index, code, start, own)
             return cls.decode(abi, code, start, read_code, sp_at, given, case_elsewhere(abi, index))
         got = _remembered(index, key, make)
-        if own is False and ahead is not None and got and start not in index.saves:
+        if keep and ahead is not None and got and start not in index.saves:
             ahead.keep(start, key, len(code), got)
         return got
 
@@ -246,15 +252,22 @@ def _per_op(ops, starts, facts) -> list:
     return out
 
 
+def _rowed(index, piece) -> bool:
+    """Does index.lookup give the FDE `piece`'s own rows at each of its addresses (it has rows, is
+    no PC-mask FDE, and find_fde gives it at both ends: no other FDE starts inside it)?"""
+    if not index.rows(piece) or piece.pc_type is F.PCType.MASK:
+        return False
+    return all(e is not None and e.index == piece.index for e in (index.find_fde(piece.start), index.find_fde(piece.end - 1)))
+
+
 def _facts_in(abi, index, pieces):
     """facts_at(addr): `_facts` of the rules `index.lookup(addr)` gives, for addresses in the FDEs
     `pieces`, found in the piece's rows (a bisect) where that is the same: no other FDE starts
     inside the piece (find_fde gives it at both ends) and it has rows; elsewhere by the lookup."""
     rowed = []
     for piece in pieces:
-        rows = index.rows(piece)
-        ends = index.find_fde(piece.start), index.find_fde(piece.end - 1)
-        if rows and piece.pc_type is not F.PCType.MASK and all(e is not None and e.index == piece.index for e in ends):
+        if _rowed(index, piece):
+            rows = index.rows(piece)
             rowed.append((piece.start, piece.end, [a for a, _rules in rows], [_facts(abi, r) for _a, r in rows]))
 
     def facts_at(addr):

@@ -28,7 +28,6 @@ from .save import UNCHANGED, Plan, Save, SaveKind, function_code, saved, sp_offs
 
 
 @functools.lru_cache(maxsize=None)
-@functools.lru_cache(maxsize=None)
 def _hardware(regs: Tuple[int, ...]) -> frozenset:
     """The hardware numbers of DWARF registers `regs`."""
     return frozenset(X.DWARF_OF_HW.index(r) for r in regs)
@@ -50,7 +49,8 @@ class X86Function:
     """The save facts of one x86-64 function, found once; `at(match)` answers per PC."""
 
     # What a function has until its analysis finds otherwise (most find nothing: read-only
-    # defaults here, a function's own containers made where its analysis fills them: _analyse).
+    # defaults here, a function's own containers made where its analysis fills them: _analyse,
+    # _sp_growth).
     failed: Optional[str] = None
     plt0 = unreadable = False
     insns: Optional[List[X.Insn]] = None

@@ -158,8 +158,9 @@ class Ahead:
     function is not kept.  Also, apart (`keep`, `claim`), a .cold part's parent's decoding for the
     data flow (core.saves.flow_analyser), any ISA's: LATER bytes of such code at most, the first
     ones kept, the others not.  (A function's instructions take about 50 times its code's size in
-    memory, its decoding for the data flow about 90.)  Only for the functions whose turn is to come
-    here: those starting in [lo, hi), where given (a writer's part of the functions)."""
+    memory, its decoding for the data flow about 90.)  Where [lo, hi) is given (a writer's part of
+    the functions), only for the functions starting there: the others' turns are not to come
+    here."""
 
     LIMIT = 1 << 20
     LATER = 1 << 19
@@ -175,7 +176,8 @@ class Ahead:
         return (self._lo is None or self._lo <= start) and (self._hi is None or start < self._hi)
 
     def get(self, code: bytes, start: int) -> Tuple[List[Insn], int]:
-        """decode_all(code, start, len(code)), kept (for later questions and the function's own turn)."""
+        """decode_all(code, start, len(code)), kept (for later questions and the function's own
+        turn) where it starts in [lo, hi)."""
         kept = self._kept.get(start)
         if kept is not None and kept[0] == code:
             return kept[1], kept[2]
@@ -228,9 +230,9 @@ class Ahead:
 
 
 def ahead_of(index) -> Optional[Ahead]:
-    """The SFrame index's Ahead, where its user keeps one (core.saves.analysis.table: a side
-    file's writer, which asks of every function); None: nothing is kept (a debugger's questions
-    of a few functions would keep callees whose own turn never comes)."""
+    """The SFrame index's Ahead, where its user keeps one (core.saves.analysis.table and
+    .writing: a side file's writer, which asks of every function in turn); None: nothing is kept
+    (a debugger's questions of a few functions would keep callees whose own turn never comes)."""
     return getattr(index, "ahead", None)
 
 
