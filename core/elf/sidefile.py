@@ -6,9 +6,11 @@ add`) and elfutils (`--debuginfo-path`) all read such a file and unwind with its
 need of it, measured (../shared/facts.md): the program's class, byte order, machine and type; its
 build-ID note (a side file is matched by it); its program headers; its allocated sections' headers
 at their addresses, as SHT_NOBITS (GDB needs `.text` to relocate; elfutils the whole layout); no
-`.symtab` other than the program's own (LLDB takes the side file's symbols instead of the
-program's, and LLDB 16 refuses a side file without any: so the program's `.symtab` is copied, or
-where it has none, its `.dynsym`).
+`.symtab` other than the program's own (LLDB takes a side file's symbols, where it has any, instead
+of the program's, and takes a side file for a program without `.symtab` only with one: so the
+program's `.symtab` is copied, as `objcopy --only-keep-debug` keeps it, or where it has none, its
+`.dynsym`).  (A side file without any, for a program with a `.symtab`, LLDB 16 and 23 take too,
+keeping the program's symbols: measured by hand, 2026-11-29.)
 
 A debugger takes a side file as *the* separate debug file of the program (LLDB in place of the
 program's own debug information, GDB where the program has none), so it also carries the
