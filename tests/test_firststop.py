@@ -74,6 +74,12 @@ def _frames(stdout, tag):
     return out
 
 
+def _names(stdout, tag):
+    """The function names of the frames `bt` printed between a tag's markers (program's symbols)."""
+    block = stdout.split("@@ %s\n" % tag, 1)[1].split("@@ end-%s" % tag, 1)[0]
+    return re.findall(r"frame #\d+: 0x[0-9a-f]+ [^`\s]+`(\S+)", block)
+
+
 def _compare(got, want, what, least=40):
     """(registers equal, unavailable) over every outer frame (more than `least`); AssertionError on
     a PC or a value that differs."""
@@ -143,6 +149,9 @@ def test_first_stop_never_wrong_then_registers(tmp_path, monkeypatch, lldb):
     # where a frame's own rows say the FP is unchanged or saved).
     same, missing = _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, first stop" % lldb)
     assert missing > same, (same, missing)
+    # (and named as the program's own symbols name them: a file made at a stop carries none)
+    names = _names(s.stdout, "first")
+    assert names == _names(ref.stdout, "ref") and names.count("sqlite3ExprCodeTarget") > 10, names[:12]
     _settled(cache)
     if lldb != 21:
         # The whole side file attached at the next stop of the same session.
@@ -271,7 +280,8 @@ def test_imported_after_the_target_stopped_at_entry(tmp_path, monkeypatch, lldb)
 def test_stack_file_leaves_the_code_out(tmp_path):
     """A side file made at a stop (sidecache.partial) holds the program's headers and notes but not
     the code and SFrame a linker placed before its last notes (sid's: the head was most of the
-    program): the same file, those bytes a hole reading as zeros, which no reader takes."""
+    program): the same file, those bytes a hole reading as zeros, which no reader takes; and
+    without the program's symbols (LLDB reads them from the program)."""
     built = realprogs.build("sid", "sqlite")
     noeh = tmp_path / "sqlite"
     subprocess.run(["objcopy", "--strip-debug", "-R", ".eh_frame", "-R", ".eh_frame_hdr", str(built), str(noeh)],
@@ -279,8 +289,11 @@ def test_stack_file_leaves_the_code_out(tmp_path):
     made = sidecache.partial(str(noeh), None, str(tmp_path / "cfi"), eh_frame=True)
     assert made.path is not None, made
     whole = tmp_path / "whole.debug"
-    sidefile.write(str(noeh), str(whole), callee_saved=False, eh_frame=True)
+    sidefile.write(str(noeh), str(whole), callee_saved=False, eh_frame=True, symbols=False)
     sparse, full = Path(made.path).read_bytes(), whole.read_bytes()
+    sections = subprocess.run(["readelf", "-SW", made.path], capture_output=True, text=True, check=True).stdout
+    assert ".symtab" not in sections and ".strtab" not in sections and ".eh_frame" in sections, sections
+    assert ".symtab" in subprocess.run(["readelf", "-SW", str(noeh)], capture_output=True, text=True, check=True).stdout
     assert len(sparse) == len(full)
     differ = [k for k in range(len(full)) if sparse[k] != full[k]] if sparse != full else []
     assert differ and all(sparse[k] == 0 for k in differ), differ[:8]
@@ -375,10 +388,11 @@ def test_the_first_stop_keeps_the_compiled_modules(tmp_path, monkeypatch, lldb):
 
 
 def test_head_holes_keep_every_note(tmp_path):
-    """The holes of a head (sidefile._head_pieces) never cover a byte of the ELF header, the
-    program headers, a note, the interpreter's name or a kept segment (a note without a section),
-    whatever their order and nesting, and cover whole pages only; a note of no bytes far past the
-    end of the file is refused, never allocated."""
+    """The pieces of a head (sidefile._head_pieces) hold every byte of the ELF header, the program
+    headers, the notes, the interpreter's name and the kept segments (a note without a section),
+    whatever their order and nesting, overlapping ones joined, and nothing else (the rest is the
+    holes of a sparse file); a note of no bytes far past the end of the file is refused, never
+    allocated."""
     from sframekit.core.elf.image import SHF_ALLOC, SectionHeader
     from sframekit.core.errors import ElfError
     data = bytes(range(1, 256)) * 480          # 120 KiB, no zero byte
@@ -393,16 +407,11 @@ def test_head_holes_keep_every_note(tmp_path):
                 sec(6, ".note.z", 7, 0x1d000, 0x20)]
     segments = [(4, 0x1b000, 0x40), (1, 0, 0x1d020)]       # (a PT_NOTE without a section; the PT_LOAD not kept)
     with open(path, "rb") as fh:
-        head, holes = sidefile._head_pieces(fh, sections, segments, 0x40, 0x1d020)
-    assert len(head) == 0x1d020 and holes
-    kept = [(0, 0x40), (0x30, 0x8030), (0x12345, 0x12375), (0x18000, 0x18010), (0x1b000, 0x1b040), (0x1d000, 0x1d020)]
-    for lo, hi in holes:
-        assert lo % 4096 == 0 and hi % 4096 == 0 and hi > lo
-        assert not any(lo < b and a < hi for a, b in kept), (hex(lo), hex(hi))
-    for a, b in kept:
-        assert head[a:b] == data[a:b]
-    assert not any(any(head[lo:hi]) for lo, hi in holes)
-    assert [(hex(a), hex(b)) for a, b in holes] == [("0x9000", "0x12000"), ("0x13000", "0x18000"),
-                                                    ("0x19000", "0x1b000"), ("0x1c000", "0x1d000")]
+        pieces = sidefile._head_pieces(fh, sections, segments, 0x40, 0x1d020)
+    assert [(hex(at), hex(at + len(got))) for at, got in pieces] == [
+        ("0x0", "0x8030"), ("0x12345", "0x12375"), ("0x18000", "0x18010"), ("0x1b000", "0x1b040"),
+        ("0x1d000", "0x1d020")]
+    for at, got in pieces:
+        assert got == data[at:at + len(got)]
     with open(path, "rb") as fh, pytest.raises(ElfError, match="beyond the end of the file"):
         sidefile._head_pieces(fh, [sec(7, ".note.far", 7, 1 << 40, 0)], [], 0x40, 1 << 40)

@@ -291,7 +291,8 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
     where `starts` is None.  Not an entry of the cache but this process's own file under stack/, a
     new one at each call (a debugger that has read a file by a name may read it again); those of
     processes that have ended are removed.  `eh_frame`: the rows as `.eh_frame`; `empty_unit`: with
-    a compile unit that describes nothing (sidefile.write)."""
+    a compile unit that describes nothing (sidefile.write).  Without the program's `.symtab` (LLDB,
+    the one debugger that takes these files, keeps the program's own where a side file has none)."""
     at = place(program, directory, debug_file)
     if isinstance(at, Made):
         return at
@@ -305,7 +306,7 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
                                                          next(_STACK_FILES), ".eh" if eh_frame else ""))
     try:
         sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts, eh_frame=eh_frame,
-                        gaps=True, empty_unit=empty_unit)
+                        gaps=True, empty_unit=empty_unit, symbols=False)
     except NoSFrameError:
         return Made(None, NO_SFRAME, sframe=False)
     except SFrameError as exc:

@@ -9,8 +9,9 @@ at their addresses, as SHT_NOBITS (GDB needs `.text` to relocate; elfutils the w
 `.symtab` other than the program's own (LLDB takes a side file's symbols, where it has any, instead
 of the program's, and takes a side file for a program without `.symtab` only with one: so the
 program's `.symtab` is copied, as `objcopy --only-keep-debug` keeps it, or where it has none, its
-`.dynsym`).  (A side file without any, for a program with a `.symtab`, LLDB 16 and 23 take too,
-keeping the program's symbols: measured by hand, 2026-11-29.)
+`.dynsym`).  A side file without any, for a program with a `.symtab`, LLDB 16, 21 and 23 take too,
+keeping the program's symbols (tests/test_firststop.py): the files made at a stop carry none
+(`write(symbols=False)`), and are written sooner.
 
 A debugger takes a side file as *the* separate debug file of the program (LLDB in place of the
 program's own debug information, GDB where the program has none), so it also carries the
@@ -28,7 +29,7 @@ debug sections and the symbol table are copied, the others become SHT_NULL.
 import os
 import struct
 from dataclasses import dataclass
-from typing import Callable, Collection, List, Optional, Tuple
+from typing import Callable, Collection, List, Optional, Tuple, Union
 
 from ..arch import abi as abimod
 from ..dwarf import ehframe, emptyunit
@@ -67,6 +68,9 @@ _PHDR_OFFSETS = {64: ((8, "Q"), (32, "Q")), 32: ((4, "I"), (16, "I"))}    # (p_o
 _EHDR_SH = {64: (40, "Q", 58), 32: (32, "I", 46)}     # e_shoff (offset, format), then e_shentsize.. at
 
 
+Piece = Tuple[int, Union[bytes, bytearray]]      # (file offset, the bytes there)
+
+
 @dataclass
 class SideFile:
     """What `write` made."""
@@ -84,22 +88,22 @@ class _Program:
     elfclass: int
     order: str
     sections: List[SectionHeader]
-    head: bytes               # the program's bytes up to the end of its last note
+    # The program's bytes up to the end of its last note, as (offset, bytes) pieces in order, the
+    # first from offset 0 holding the ELF and program headers; between them zeros (_head_pieces).
+    head: Tuple[Tuple[int, bytes], ...]
+    head_size: int
     build_id: Optional[bytes]
     symtab: Optional[Tuple[bytes, bytes, int]]   # .dynsym's (with .dynstr, sh_info) when there is no .symtab
     from_dynsym: bool
     copied: dict              # section number -> bytes of the sections copied as they are
     frame: bytes              # the program's own .debug_frame
-    holes: Tuple[Tuple[int, int], ...] = ()     # ranges of the head left as zeros, written as holes
-
-    @property
-    def has_symtab(self) -> bool:
-        return any(sec.name == ".symtab" and sec.number in self.copied for sec in self.sections)
+    has_symtab: bool          # the program has a .symtab of its own (copied unless `_read_program` was told not to)
 
 
-def _read_program(path: str, gaps: bool = False) -> _Program:
+def _read_program(path: str, gaps: bool = False, symtab: bool = True) -> _Program:
     """What the side file is made of.  `gaps`: the head's bytes that are neither headers nor
-    notes nor the interpreter's name left out, as zeros (`_head_pieces`)."""
+    notes nor the interpreter's name left out, as zeros (`_head_pieces`).  `symtab`: the program's
+    `.symtab` copied (else not, where it has one)."""
     def load(elf: ElfFile, fh) -> _Program:
         order = "<" if elf.little_endian else ">"
         size = 64 if elf.elfclass == 64 else 52
@@ -113,14 +117,13 @@ def _read_program(path: str, gaps: bool = False) -> _Program:
                 note_end = max(note_end, sec.offset + sec.size)
         phend = elf["e_phoff"] + elf["e_phentsize"] * elf.num_segments()
         note_end = max(note_end, phend)
-        holes: Tuple[Tuple[int, int], ...] = ()
         if gaps:
             segments = [(seg["p_type"], seg["p_offset"], seg["p_filesz"]) for seg in elf.iter_segments()]
-            head, holes = _head_pieces(fh, sections, segments, max(phend, size), note_end)
+            head = _head_pieces(fh, sections, segments, max(phend, size), note_end)
         else:
-            head = read_at(fh, 0, note_end, "the program's headers and notes")
+            head = ((0, read_at(fh, 0, note_end, "the program's headers and notes")),)
         names = {s.name: s for s in sections}
-        symtab = None
+        dynsym = None
         copied = {}
         frame = b""
         for sec in sections:
@@ -128,24 +131,26 @@ def _read_program(path: str, gaps: bool = False) -> _Program:
                 continue
             if sec.name == ".debug_frame":
                 frame = section_data(elf, sec)
-            elif _copied(sec, names):
+            elif _copied(sec, names, symtab):
                 copied[sec.number] = read_at(fh, sec.offset, sec.size, "section %s" % sec.name)
         ds = names.get(".dynsym")
         if ".symtab" not in names and ds is not None and 0 < ds.link < len(sections) and ds.type != SHT_NOBITS:
-            symtab = (section_data(elf, ds), section_data(elf, sections[ds.link]), ds.info)
-        return _Program(ehdr, elf.elfclass, order, sections, head, build_id, symtab, symtab is not None,
-                        copied, frame, holes)
+            dynsym = (section_data(elf, ds), section_data(elf, sections[ds.link]), ds.info)
+        own = names.get(".symtab")
+        has_symtab = own is not None and own.number and not own.flags & SHF_ALLOC and own.type != SHT_NOBITS
+        return _Program(ehdr, elf.elfclass, order, sections, head, note_end, build_id, dynsym, dynsym is not None,
+                        copied, frame, bool(has_symtab))
     return load_elf(path, load, "its headers")
 
 
 def _head_pieces(fh, sections: List[SectionHeader], segments: List[Tuple[int, int, int]], headers: int,
-                 note_end: int) -> Tuple[bytes, Tuple[Tuple[int, int], ...]]:
-    """The program's first `note_end` bytes with only its ELF and program headers (up to
+                 note_end: int) -> Tuple[Tuple[int, bytes], ...]:
+    """Of the program's first `note_end` bytes, only its ELF and program headers (up to
     `headers`), its notes, its interpreter's name and the segments a side file keeps the bytes of
-    (`segments`: (p_type, p_offset, p_filesz)) read, the rest zeros; and where those zeros are,
-    page by page (the holes of a sparse file).  A linker may place notes after the code and
-    SFrame: the head is then most of the program, and no reader of a side file takes those bytes
-    (its allocated sections are SHT_NOBITS)."""
+    (`segments`: (p_type, p_offset, p_filesz)), as (offset, bytes) pieces in order, overlapping
+    ones joined; the bytes between them are zeros, never made: the holes of a sparse file.  A
+    linker may place notes after the code and SFrame: the head is then most of the program, and
+    no reader of a side file takes those bytes (its allocated sections are SHT_NOBITS)."""
     size = file_size(fh)
     if size is not None and note_end > size:        # (a note of no bytes far out: never allocated)
         raise ElfError("the program's headers and notes (%d bytes) lie beyond the end of the file" % note_end)
@@ -155,28 +160,22 @@ def _head_pieces(fh, sections: List[SectionHeader], segments: List[Tuple[int, in
             kept.append((sec.offset, sec.offset + sec.size))
     kept += [(offset, offset + filesz) for kind, offset, filesz in segments if kind in _KEPT_SEGMENTS]
     kept = sorted((lo, min(hi, note_end)) for lo, hi in kept if lo < min(hi, note_end))
-    head = bytearray(note_end)
+    joined: List[List[int]] = []
     for lo, hi in kept:
-        head[lo:hi] = read_at(fh, lo, hi - lo, "the program's headers and notes")
-    holes, end = [], 0
-    for start, stop in kept + [(note_end, note_end)]:
-        lo, hi = -(-end // _PAGE) * _PAGE, start // _PAGE * _PAGE
-        if hi - lo >= _PAGE:
-            holes.append((lo, hi))
-        end = max(end, stop)
-    return bytes(head), tuple(holes)
+        if joined and lo <= joined[-1][1]:
+            joined[-1][1] = max(joined[-1][1], hi)
+        else:
+            joined.append([lo, hi])
+    return tuple((lo, read_at(fh, lo, hi - lo, "the program's headers and notes")) for lo, hi in joined)
 
 
-_PAGE = 4096
-
-
-def _copied(sec: SectionHeader, names: dict) -> bool:
+def _copied(sec: SectionHeader, names: dict, symbols: bool = True) -> bool:
     """Is this non-allocated section copied into the side file as it is: debug information, the
-    symbol table and its strings, GDB's index, a dwz file's link."""
+    symbol table and its strings (where `symbols`), GDB's index, a dwz file's link."""
     if sec.name.startswith((".debug_", ".zdebug_")) or sec.name in (".gdb_index", ".gnu_debugaltlink"):
         return True
     symtab = names.get(".symtab")
-    return sec.name == ".symtab" or (symtab is not None and sec.number == symtab.link)
+    return symbols and (sec.name == ".symtab" or (symtab is not None and sec.number == symtab.link))
 
 
 def _uncovered(image: ElfImage) -> Optional[Callable[[int, int], bool]]:
@@ -192,14 +191,16 @@ def _uncovered(image: ElfImage) -> Optional[Callable[[int, int], bool]]:
     return keep
 
 
-def _entry(image: ElfImage, index: SFrameIndex, keep) -> Tuple[Tuple[int, int], ...]:
+def _entry(image: ElfImage, index: SFrameIndex, keep, code: Callable[[], Callable]) -> Tuple[Tuple[int, int], ...]:
     """The program's entry code as the outermost frame (core.elf.entry), where the program's own
     CFI does not cover it (an executable's `_start` comes from crt1.o, which has no SFrame; where
-    an SFrame FDE starts at the entry point, the entry code replaces it: see _keep_entry)."""
+    an SFrame FDE starts at the entry point, the entry code replaces it: see _keep_entry).
+    `code()`: the program's code reader, made where the code is read (the entry symbol's size
+    mostly tells: a side file made at a stop reads no code)."""
     entry = entrymod.program_entry(entrymod.file_reader(image.path))
     if entry is None:
         return ()
-    extent = entrymod.entry_extent_in(abimod.info(index.abi), entry, image.code_reader(), index,
+    extent = entrymod.entry_extent_in(abimod.info(index.abi), entry, lambda addr, size: code()(addr, size), index,
                                       symbol=image.extent_at(entry))
     if extent is None or (keep is not None and not keep(*extent)):
         return ()
@@ -220,7 +221,7 @@ def _keep_entry(keep, outermost):
 def write(program: str, out_path: str, *, callee_saved: bool = True, all_functions: bool = False,
           workers: Optional[int] = None, debug_file: Optional[str] = None, only: Optional[Collection[int]] = None,
           progress: Optional[Progress] = None, eh_frame: bool = False, gaps: bool = False,
-          empty_unit: bool = False) -> SideFile:
+          empty_unit: bool = False, symbols: bool = True) -> SideFile:
     """Write the side file of `program` to `out_path`.  Functions the program's own DWARF CFI
     covers are left out (a debugger takes the program's CFI there) unless `all_functions`.
     `workers`: analyse in at most this many processes (None: one per core; core.parallel).
@@ -233,10 +234,13 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     the program's bytes between its headers and notes that no reader takes left out, as a hole
     (`_head_pieces`: a file made at a stop is written sooner).  `empty_unit`: where the side file
     carries no debug information, a compile unit that describes nothing (core.dwarf.emptyunit: LLDB
-    then reads the file with its DWARF reader alone, and takes it sooner)."""
+    then reads the file with its DWARF reader alone, and takes it sooner).  `symbols`: the
+    program's `.symtab` copied; where False, not where the program has one (a debugger that keeps
+    a program's own symbols where the side file has none, LLDB, reads it from the program: a file
+    made at a stop is written sooner; a side file's own, for a program without, is always made)."""
     image = ElfImage(program)
     sf = image.require_sframe()
-    prog = _read_program(program, gaps)
+    prog = _read_program(program, gaps, symbols)
     if debug_file is not None:
         if not prog.has_symtab:
             image.use_symbols_of(debug_file)   # (the analysis knows each function's start: s390x needs it)
@@ -252,15 +256,21 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     numbers = None if starts is None else [fde.index for fde in map(index.find_fde, starts)
                                            if fde is not None and fde.start in starts]
     total = len(index)
-    outermost = _entry(image, index, keep)
+    readers: List[Callable] = []
+
+    def code() -> Callable:
+        if not readers:
+            readers.append(image.code_reader())     # (read once, where it is read at all)
+        return readers[0]
+    outermost = _entry(image, index, keep, code)
     address_size = 8 if prog.elfclass == 64 else 4
-    written = debug_frame(index, image.code_reader() if callee_saved else None, symbolize=image.symbolize,
+    written = debug_frame(index, code() if callee_saved else None, symbolize=image.symbolize,
                           address_size=address_size, keep=_keep_entry(keep, outermost),
                           base=len(prog.frame), outermost=outermost, workers=workers, progress=progress,
                           numbers=numbers)
-    symbols = None
+    made = None
     if not prog.has_symtab:
-        symbols = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None)
+        made = _fde_symbols(prog, written.data, outermost[0][0] if outermost else None)
     frame = prog.frame + written.data
     if eh_frame:
         frame = ehframe.from_debug_frame(frame, prog.order == ">", address_size)
@@ -268,25 +278,28 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     if empty_unit and not any(sec.name in (".debug_info", ".zdebug_info") and sec.number in prog.copied
                               for sec in prog.sections):
         unit = emptyunit.empty_unit(prog.order == ">", address_size)
-    data = _assemble(prog, frame, symbols, ".eh_frame" if eh_frame else ".debug_frame", unit)
-    write_private(out_path, data, prog.holes)
+    pieces, size = _assemble(prog, frame, made, ".eh_frame" if eh_frame else ".debug_frame", unit)
+    write_pieces(out_path, pieces, size)
     return SideFile(out_path, prog.build_id, written.functions, written.fdes, total - written.functions,
-                    symbols is not None)
+                    made is not None)
 
 
-def write_private(path: str, data: bytes, holes: Collection[Tuple[int, int]] = ()) -> None:
-    """`data` as the file at `path`, readable by its owner alone (0600), whole or not at all;
-    `holes`: ranges of `data` that are zeros, not written (a sparse file reads them as zeros)."""
+def write_private(path: str, data: bytes) -> None:
+    """`data` as the file at `path`, readable by its owner alone (0600), whole or not at all."""
+    write_pieces(path, ((0, data),), len(data))
+
+
+def write_pieces(path: str, pieces: Collection[Piece], size: int) -> None:
+    """A file of `size` bytes at `path`, `pieces` ((offset, bytes), in order) at their offsets and
+    zeros between them, never written (a sparse file's holes read as zeros); readable by its owner
+    alone (0600), whole or not at all."""
     tmp = "%s.tmp%d" % (path, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
-        view, at = memoryview(data), 0
-        for lo, hi in sorted(holes):
-            fh.write(view[at:lo])
-            fh.seek(hi)
-            at = hi
-        fh.write(view[at:])
-        fh.truncate(len(data))
+        for at, data in pieces:
+            fh.seek(at)
+            fh.write(data)
+        fh.truncate(size)
     os.replace(tmp, path)
 
 
@@ -373,11 +386,16 @@ def build_id_path(directory: str, program: str) -> str:
 
 
 def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes, int]] = None,
-              frame_name: str = ".debug_frame", extra: Tuple[Tuple[str, bytes], ...] = ()) -> bytes:
+              frame_name: str = ".debug_frame", extra: Tuple[Tuple[str, bytes], ...] = ()
+              ) -> Tuple[List[Piece], int]:
+    """The side file as (offset, bytes) pieces in order, zeros between them, and its size."""
     e, wide = prog.order, prog.elfclass == 64
     shdr_fmt = e + _SHDR[prog.elfclass]
     shdr_size = struct.calcsize(shdr_fmt)
-    out = bytearray(prog.head)
+    head = prog.head_size
+    first = bytearray(prog.head[0][1])       # (the ELF and program headers, changed below)
+    pieces: List[Piece] = [(0, first), *prog.head[1:]]
+    out = bytearray()                         # what follows the head, from offset `head`
     names = bytearray(b"\0")
 
     def name(text: str) -> int:
@@ -386,8 +404,8 @@ def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes
         return at
 
     def place(data: bytes, align: int) -> int:
-        out.extend(b"\0" * (-len(out) % align))
-        at = len(out)
+        out.extend(b"\0" * (-(head + len(out)) % align))
+        at = head + len(out)
         out.extend(data)
         return at
 
@@ -407,9 +425,9 @@ def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes
         elif sec.flags & SHF_ALLOC:
             # Notes keep their bytes (the build ID), and so does the interpreter's name (readelf
             # complains of a PT_INTERP without it): both lie in the first bytes, copied.
-            keep = (sec.type == SHT_NOTE or sec.name == ".interp") and sec.offset + sec.size <= len(prog.head)
+            keep = (sec.type == SHT_NOTE or sec.name == ".interp") and sec.offset + sec.size <= head
             headers.append((name(sec.name), sec.type if keep else SHT_NOBITS, sec.flags, sec.addr,
-                            sec.offset if keep else len(prog.head), sec.size, sec.link if sec.link < len(prog.sections)
+                            sec.offset if keep else head, sec.size, sec.link if sec.link < len(prog.sections)
                             else 0, sec.info, sec.addralign, sec.entsize))
         else:
             headers.append((0, SHT_NULL, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -439,24 +457,25 @@ def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes
         assert h is not None
         out.extend(struct.pack(shdr_fmt, *h))
     # The ELF header: the section header table's place, size and names; program headers kept,
-    # their file extents cut to what this file holds (the notes), as objcopy cuts them.
+    # their file extents cut to what this file holds (the notes), as objcopy cuts them.  (Both
+    # lie in the head's first piece: _read_program.)
     off, fmt, shentsize_at = _EHDR_SH[prog.elfclass]
-    struct.pack_into(e + fmt, out, off, shoff)
-    struct.pack_into(e + "HHH", out, shentsize_at, shdr_size, len(headers), shstrndx)
+    struct.pack_into(e + fmt, first, off, shoff)
+    struct.pack_into(e + "HHH", first, shentsize_at, shdr_size, len(headers), shstrndx)
     phoff_at, phoff_fmt = (32, "Q") if wide else (28, "I")
-    (phoff,) = struct.unpack_from(e + phoff_fmt, out, phoff_at)
-    phentsize, phnum = struct.unpack_from(e + "HH", out, 54 if wide else 42)
+    (phoff,) = struct.unpack_from(e + phoff_fmt, first, phoff_at)
+    phentsize, phnum = struct.unpack_from(e + "HH", first, 54 if wide else 42)
     (poff_at, pfmt), (pfilesz_at, _) = _PHDR_OFFSETS[prog.elfclass]
-    head = len(prog.head)
     for k in range(phnum):
         base = phoff + k * phentsize
-        (p_type,) = struct.unpack_from(e + "I", out, base)
-        (p_offset,) = struct.unpack_from(e + pfmt, out, base + poff_at)
-        (p_filesz,) = struct.unpack_from(e + pfmt, out, base + pfilesz_at)
+        (p_type,) = struct.unpack_from(e + "I", first, base)
+        (p_offset,) = struct.unpack_from(e + pfmt, first, base + poff_at)
+        (p_filesz,) = struct.unpack_from(e + pfmt, first, base + pfilesz_at)
         # Only the segments whose bytes this file holds keep a file size: the headers, the
         # interpreter's name, the notes, the start of the first PT_LOAD.
         kept = p_type in _KEPT_SEGMENTS and p_offset + p_filesz <= head
-        struct.pack_into(e + pfmt, out, base + poff_at, min(p_offset, head))
-        struct.pack_into(e + pfmt, out, base + pfilesz_at,
+        struct.pack_into(e + pfmt, first, base + poff_at, min(p_offset, head))
+        struct.pack_into(e + pfmt, first, base + pfilesz_at,
                          p_filesz if kept else max(0, min(p_filesz, head - p_offset)) if p_type == PT_LOAD else 0)
-    return bytes(out)
+    pieces.append((head, out))
+    return pieces, head + len(out)
