@@ -303,6 +303,28 @@ def test_stack_file_leaves_the_code_out(tmp_path):
     assert "Build ID" in notes and notes == ref.replace(str(noeh), made.path), (notes, ref)
 
 
+def test_stack_file_symbols_with_a_debug_file(tmp_path):
+    """A side file made at a stop for a program with a separate debug file: without symbols where
+    the program has its own `.symtab` (LLDB reads the program's), with the debug file's where the
+    program has none (`strip -s`: the side file takes the debug file's place)."""
+    built = realprogs.build("host", "lua")
+    debug = tmp_path / "lua.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(built), str(debug)], check=True)
+    kept, stripped = tmp_path / "kept", tmp_path / "stripped"
+    subprocess.run(["objcopy", "--strip-debug", str(built), str(kept)], check=True)
+    subprocess.run(["strip", "-s", "-o", str(stripped), str(built)], check=True)
+
+    def symtab(path):
+        out = subprocess.run(["readelf", "-sW", str(path)], capture_output=True, text=True, check=True).stdout
+        return out.split("Symbol table '.symtab'", 1)[1] if "Symbol table '.symtab'" in out else None
+    want = symtab(debug)
+    assert want and " main\n" in want and symtab(kept) and symtab(stripped) is None
+    for program, wanted in ((kept, None), (stripped, want)):
+        made = sidecache.partial(str(program), None, str(tmp_path / ("cfi-" + program.name)), debug_file=str(debug))
+        assert made.path is not None, made
+        assert symtab(made.path) == wanted, (program, (symtab(made.path) or "")[:300])
+
+
 def test_job_started_leaves_no_child_behind(tmp_path):
     """sidework.start returns once the job holds its lock (not after the second fork): the job is
     running then, and the first child, gone soon after, is collected (no zombie of the debugger)."""

@@ -98,6 +98,7 @@ class _Program:
     copied: dict              # section number -> bytes of the sections copied as they are
     frame: bytes              # the program's own .debug_frame
     has_symtab: bool          # the program has a .symtab of its own (copied unless `_read_program` was told not to)
+    segments: int             # its program headers (e_phnum, or where that is PN_XNUM, section 0's sh_info)
 
 
 def _read_program(path: str, gaps: bool = False, symtab: bool = True) -> _Program:
@@ -136,10 +137,10 @@ def _read_program(path: str, gaps: bool = False, symtab: bool = True) -> _Progra
         ds = names.get(".dynsym")
         if ".symtab" not in names and ds is not None and 0 < ds.link < len(sections) and ds.type != SHT_NOBITS:
             dynsym = (section_data(elf, ds), section_data(elf, sections[ds.link]), ds.info)
-        own = names.get(".symtab")
-        has_symtab = own is not None and own.number and not own.flags & SHF_ALLOC and own.type != SHT_NOBITS
+        has_symtab = any(sec.name == ".symtab" and sec.number and not sec.flags & SHF_ALLOC and sec.type != SHT_NOBITS
+                         for sec in sections)
         return _Program(ehdr, elf.elfclass, order, sections, head, note_end, build_id, dynsym, dynsym is not None,
-                        copied, frame, bool(has_symtab))
+                        copied, frame, has_symtab, elf.num_segments())
     return load_elf(path, load, "its headers")
 
 
@@ -244,7 +245,8 @@ def write(program: str, out_path: str, *, callee_saved: bool = True, all_functio
     if debug_file is not None:
         if not prog.has_symtab:
             image.use_symbols_of(debug_file)   # (the analysis knows each function's start: s390x needs it)
-        prog = _with_debug_file(prog, _read_program(debug_file, gaps), debug_file)
+        # (symbols left out too where the program has its own: the debugger reads those)
+        prog = _with_debug_file(prog, _read_program(debug_file, gaps, symbols or not prog.has_symtab), debug_file)
     abi = abimod.for_elf(image.machine, image.big_endian)
     if abi is None:
         raise ElfError("%s: machine %s has no SFrame ABI" % (program, image.machine))
@@ -464,9 +466,9 @@ def _assemble(prog: _Program, frame: bytes, symbols: Optional[Tuple[bytes, bytes
     struct.pack_into(e + "HHH", first, shentsize_at, shdr_size, len(headers), shstrndx)
     phoff_at, phoff_fmt = (32, "Q") if wide else (28, "I")
     (phoff,) = struct.unpack_from(e + phoff_fmt, first, phoff_at)
-    phentsize, phnum = struct.unpack_from(e + "HH", first, 54 if wide else 42)
+    (phentsize,) = struct.unpack_from(e + "H", first, 54 if wide else 42)
     (poff_at, pfmt), (pfilesz_at, _) = _PHDR_OFFSETS[prog.elfclass]
-    for k in range(phnum):
+    for k in range(prog.segments):
         base = phoff + k * phentsize
         (p_type,) = struct.unpack_from(e + "I", first, base)
         (p_offset,) = struct.unpack_from(e + pfmt, first, base + poff_at)
