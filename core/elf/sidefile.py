@@ -101,9 +101,9 @@ class _Program:
     segments: int             # its program headers (e_phnum, or where that is PN_XNUM, section 0's sh_info)
 
 
-def _read_program(path: str, gaps: bool = False, symtab: bool = True) -> _Program:
+def _read_program(path: str, gaps: bool = False, symbols: bool = True) -> _Program:
     """What the side file is made of.  `gaps`: the head's bytes that are neither headers nor
-    notes nor the interpreter's name left out, as zeros (`_head_pieces`).  `symtab`: the program's
+    notes nor the interpreter's name left out, as zeros (`_head_pieces`).  `symbols`: the program's
     `.symtab` copied (else not, where it has one)."""
     def load(elf: ElfFile, fh) -> _Program:
         order = "<" if elf.little_endian else ">"
@@ -132,7 +132,7 @@ def _read_program(path: str, gaps: bool = False, symtab: bool = True) -> _Progra
                 continue
             if sec.name == ".debug_frame":
                 frame = section_data(elf, sec)
-            elif _copied(sec, names, symtab):
+            elif _copied(sec, names, symbols):
                 copied[sec.number] = read_at(fh, sec.offset, sec.size, "section %s" % sec.name)
         ds = names.get(".dynsym")
         if ".symtab" not in names and ds is not None and 0 < ds.link < len(sections) and ds.type != SHT_NOBITS:

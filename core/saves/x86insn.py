@@ -215,15 +215,17 @@ class Ahead:
         got = self._later.get(start)
         if got is None or got[0] != key:
             return None
-        del self._later[start]
-        self._later_count -= got[1]
+        self._forget_later(start)
         return got[2]
 
-    def done(self, start: int) -> None:
-        """The analysis of the function at `start` is over: nothing is kept for it."""
+    def _forget_later(self, start: int) -> None:
         later = self._later.pop(start, None)
         if later is not None:
             self._later_count -= later[1]
+
+    def done(self, start: int) -> None:
+        """The analysis of the function at `start` is over: nothing is kept for it."""
+        self._forget_later(start)
         kept = self._kept.pop(start, None)
         if kept is not None:
             self._count -= len(kept[0])
