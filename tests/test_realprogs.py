@@ -106,6 +106,13 @@ def test_side_file_shared_among_processes(roots, tmp_path, monkeypatch, tc):
     assert (tmp_path / "one.debug").read_bytes() == (tmp_path / "anew.debug").read_bytes()
 
 
+class _Forgetful(dict):
+    """A memo that keeps nothing: every look-up works its answer out anew."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
 @pytest.mark.parametrize("tc,name", [(tc, "jsoncpp") for tc in T.TOOLCHAINS] + [("sid", "sqlite")])
 def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name):
     """The analysis' shortcuts change no byte of a real program's side file (jsoncpp: .cold parts,
@@ -115,7 +122,8 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     instruction's Op made anew each time (core.saves.x86flow), a callee's jump tables found before
     the never-returns search reaches them (core.saves.noreturn), a function's instructions
     measured anew each time and a .cold part's parent's decoding kept for no one
-    (core.saves.x86insn.Ahead), each instruction measured by the decoder's general path, a
+    (core.saves.x86insn.Ahead), each instruction measured by the decoder's general path and
+    classified anew (no shapes remembered), a
     branch's flow from its whole form (_Form, not _Head), each op's SFrame facts asked of the
     rows one by one (flow_analyser._per_op)."""
     exe = RP.build(tc, name)
@@ -125,6 +133,8 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     monkeypatch.setattr(x86flow, "_op", x86flow._made)
     monkeypatch.setattr(x86insn, "ahead_of", lambda index: x86insn.Ahead())
     monkeypatch.setattr(x86insn, "_decode", x86insn._general)
+    monkeypatch.setattr(x86insn, "_SHAPES", _Forgetful())
+    monkeypatch.setattr(x86insn, "_SHAPES_0F", _Forgetful())
     monkeypatch.setattr(x86flow, "_Head", x86flow._Form)
     monkeypatch.setattr(FA, "_per_op", lambda ops, starts, facts: None)
     monkeypatch.setattr(FA.X86FlowFunction, "tables_later", False)

@@ -457,6 +457,7 @@ class ElfImage:
         self._symbols = None     # read on first use (_symtab), with _starts and _plt_entries
         self._starts: List[int] = []
         self._plt_entries = None
+        self._exact: Optional[Dict[int, Tuple[str, int]]] = None   # symbolize's answers at symbols' starts
         self.symbol_file: Optional[str] = None   # where the symbols are read instead (use_symbols_of)
 
     def _relocations(self, elf, k, where):
@@ -611,7 +612,7 @@ class ElfImage:
     def use_symbols_of(self, path: str) -> None:
         """Take the function symbols from `path` (the program's separate debug file, whose `.symtab`
         a stripped program lacks, at the same addresses); the PLT's names still from the program."""
-        self.symbol_file, self._symbols = path, None
+        self.symbol_file, self._symbols, self._exact = path, None, None
 
     def _symtab(self):
         if self._symbols is None:
@@ -659,6 +660,10 @@ class ElfImage:
 
     def symbolize(self, addr: int, bias: int = 0) -> Optional[Tuple[str, int]]:
         """(name, offset) of the function containing addr (a load address), or None."""
+        exact = self._exact if self._exact is not None else self._exact_starts()
+        got = exact.get(addr - bias)
+        if got is not None:
+            return got          # (a function's start, as a side file's writer asks of every one)
         plt = self.plt_name(addr, bias)
         if plt is not None:
             return plt
@@ -674,6 +679,17 @@ class ElfImage:
         if a >= start + max(size, 1):
             return None
         return name, a - start
+
+    def _exact_starts(self) -> Dict[int, Tuple[str, int]]:
+        """symbolize's answer at each function symbol's start outside the PLT: (its name, 0), the
+        last of the symbols starting there, as the search finds it."""
+        syms = self._symtab()
+        exact = {start: (name, 0) for start, _size, name in syms}
+        for start in [a for a in exact if self.plt_name(a) is not None
+                      or any(lo <= a < lo + size for lo, size, _name in self._plts)]:
+            del exact[start]
+        self._exact = exact
+        return exact
 
     def function_at(self, addr: int) -> Optional[Tuple[int, int, str]]:
         """(start, size, name) of the function symbol containing link-time address addr (a symbol

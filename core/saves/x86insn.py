@@ -287,6 +287,8 @@ def _decode(code, pos, addr):
     op = code[p]
     fast = _FAST[op]
     if fast is None:
+        if op == 0x0F:            # (the two-byte map without a legacy prefix: _general's way, shorter)
+            return _decode_0f(code, pos, p + 1, addr, False, rex, 0)
         return _general(code, pos, addr)
     p += 1
     modrm = -1
@@ -310,6 +312,12 @@ def _decode(code, pos, addr):
         shape = _SHAPES.get((op, modrm, rex, False))
         if shape is not None:
             return _new(Insn, (addr, end - pos) + shape)
+    else:
+        tail = _BRANCH_TAIL[op]
+        if tail is not None:      # (_classify's relative branch, written out)
+            length = end - pos
+            return _new(Insn, (addr, length, _BRANCH, -1,
+                               addr + length + int.from_bytes(code[p:end], "little", signed=True)) + tail)
     return _one_byte(code, addr, end - pos, op, modrm, rex, False, p, end)
 
 
@@ -380,6 +388,10 @@ _FAST = [_fast_entry(op) for op in range(256)]
 # relative branches (their target) and C7 (xbegin's).
 _RELATIVE = frozenset((0xE8, 0xE9, 0xEB, 0xC7) + tuple(range(0x70, 0x80)) + tuple(range(0xE0, 0xE4)))
 _SHAPES: dict = {}     # (op, modrm, rex, operand size 16) -> the Insn's fields after addr and length
+# A relative branch's Insn fields after its target (sp_write, transfer, quiet, writes), by opcode
+# (None: C7, whose Insn is xbegin's only for one ModRM byte).
+_BRANCH = Kind.BRANCH
+_BRANCH_TAIL = {op: None if op == 0xC7 else (True, op in (0xE8, 0xE9, 0xEB), False, ()) for op in _RELATIVE}
 _new = tuple.__new__   # (an Insn from its fields' tuple without the NamedTuple's Python-level __new__)
 
 
@@ -530,7 +542,22 @@ def _decode_0f(code, start, pos, addr, addr32, rex, prefixed):
         if op == 0x78 and prefixed:
             end += 2              # SSE4a extrq/insertq with two immediates (without a prefix: vmread)
     code[end - 1]
-    length = end - start
+    key = (op, op3, modrm, rex)
+    shape = _SHAPES_0F.get(key)
+    if shape is None:
+        if len(_SHAPES_0F) >= 65536:
+            _SHAPES_0F.clear()
+        shape = _SHAPES_0F[key] = _classify_0f(op, op3, modrm, rex)[2:]
+    return _new(Insn, (addr, end - start) + shape)
+
+
+_SHAPES_0F: dict = {}     # (op, three-byte op or -1, modrm or -1, rex) -> the Insn's fields after addr and length
+
+
+def _classify_0f(op, op3, modrm, rex):
+    """The Insn (at 0, of length 0) of a measured 0F-map instruction other than jcc rel32: what it
+    is depends on its opcodes, ModRM and REX alone."""
+    addr = length = 0
     kind = Kind.PUSH_OTHER if op in (0xA0, 0xA8) else Kind.OTHER
     if op == 0x0B:
         return Insn(addr, length, kind, transfer=True)      # ud2
