@@ -468,12 +468,16 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
             out.extend(struct.pack(e + "I", len(body)) + body)
         return cies[aug]
 
+    head = struct.Struct(e + "II" + addr_fmt * 2)
+    fixed, pack_head = head.size - 4, head.pack
+    zeros = [b"\0" * k for k in range(address_size)]
+
     def entry(start: int, size: int, program: bytes) -> bytes:
         """An FDE, its CIE pointer 0 (set when the part is placed: `place`), padded so that the
         whole entry is aligned."""
-        body = struct.pack(e + "I" + addr_fmt * 2, 0, start, size) + program
-        body += b"\0" * (-(len(body) + 4) % address_size)
-        return struct.pack(e + "I", len(body)) + body
+        length = fixed + len(program)
+        pad = -(length + 4) % address_size
+        return pack_head(length + pad, 0, start, size) + program + zeros[pad]
 
     def part(span: Tuple[int, int]) -> _Part:
         """The entries of the functions kept among FDEs span[0]..span[1]-1."""

@@ -685,9 +685,15 @@ class ElfImage:
         last of the symbols starting there, as the search finds it."""
         syms = self._symtab()
         exact = {start: (name, 0) for start, _size, name in syms}
-        for start in [a for a in exact if self.plt_name(a) is not None
-                      or any(lo <= a < lo + size for lo, size, _name in self._plts)]:
-            del exact[start]
+        # (Left out: a start in the PLT, whose name the PLT's entries or sections give.)
+        places = [(lo, lo + size) for lo, size, _name in self._plts]
+        if self._plt_entries is not None:
+            start, size, head, names = self._plt_entries
+            places.append((start + head, start + head + size * len(names)))
+        starts = self._starts
+        for lo, hi in places:
+            for k in range(bisect.bisect_left(starts, lo), bisect.bisect_left(starts, hi)):
+                exact.pop(starts[k], None)
         self._exact = exact
         return exact
 

@@ -101,7 +101,8 @@ class X86Function:
         if insns is None:
             return
         fde = self.fde
-        lo, hi = fde.start, fde.end
+        lo = fde.start
+        hi = lo + fde.size
         branch, push, mov_fp_sp, store = X.Kind.BRANCH, X.Kind.PUSH, X.Kind.MOV_FP_SP, X.Kind.STORE
         wanted = self._wanted_hw
         targets = []
