@@ -231,6 +231,10 @@ class Section:
         """Decode all FREs of one FDE (a tuple), checking bounds, order and widths."""
         return self._decode_fres(self._records.fres(fde))
 
+    def decode_fre(self, raw: RawFRE) -> FRE:
+        """One FRE of `raw_fres`, decoded."""
+        return self._decode_fres([raw])[0]
+
     def _decode_fres(self, raw: List[RawFRE]) -> Tuple[FRE, ...]:
         words = self._words
         out = []

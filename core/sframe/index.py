@@ -26,14 +26,13 @@ class Match(NamedTuple):
 
 
 class _FuncCache:
-    __slots__ = ("fde", "fres", "starts", "rules", "rows")
+    __slots__ = ("fde", "fres", "starts", "rules")
 
     def __init__(self, fde, fres):
         self.fde = fde
         self.fres = fres
         self.starts = [f.start for f in fres]
         self.rules = [None] * len(fres)
-        self.rows = None
 
 
 class SFrameIndex:
@@ -50,6 +49,8 @@ class SFrameIndex:
         self._fdes: Dict[int, FDE] = {}
         self._range: Optional[Tuple[int, int]] = None
         self._rules: Dict[tuple, FrameRules] = {}   # (FDE info2, FRE info, data words) -> their rules
+        self._rows: Dict[int, Tuple[Tuple[int, FrameRules], ...]] = {}    # FDE number -> `rows`
+        self._raw_rules: Dict[Tuple[int, bytes], FrameRules] = {}   # (FDE info2, FRE info and data-word bytes) -> rules
         self.saves: Dict[int, object] = {}    # function start -> save-slot facts (core.saves.analysis)
         self.noreturn: Dict[int, bool] = {}   # function start -> never returns? (core.saves.noreturn)
         self.decoded: Dict[tuple, object] = {}   # a function's decoded instructions (core.saves.flow_analyser)
@@ -160,17 +161,27 @@ class SFrameIndex:
 
     def rows(self, fde: FDE) -> Tuple[Tuple[int, FrameRules], ...]:
         """((address, rules), ...) of each FRE of a function, in order (PC-mask FDEs: the first
-        block); memoized with the function (the analysis and the CFI writer each ask)."""
-        f = self._func(fde)
-        if f.rows is None:
-            out = []
-            for j, fre in enumerate(f.fres):
-                rules = f.rules[j]
-                if rules is None:
-                    rules = f.rules[j] = self._interpret(fde, fre)
-                out.append((fde.start + fre.start, rules))
-            f.rows = tuple(out)
-        return f.rows
+        block); memoized (the analysis and the CFI writer each ask).  Made from the FREs' bytes
+        where their rules are known by them: a writer asks of every function once, and most
+        FREs repeat another's bytes (no FRE is decoded for those)."""
+        got = self._rows.get(fde.index)
+        if got is not None:
+            return got
+        known, info2, start = self._raw_rules, fde.info2, fde.start
+        out = []
+        for raw in self.section.raw_fres(fde):
+            rules = known.get((info2, raw[2]))
+            if rules is None:
+                rules = self._interpret(fde, self.section.decode_fre(raw))
+                if len(known) >= self.CACHE_LIMIT:
+                    known.clear()
+                known[(info2, raw[2])] = rules
+            out.append((start + raw[1], rules))
+        got = tuple(out)
+        if len(self._rows) >= self.CACHE_LIMIT:
+            self._rows.clear()
+        self._rows[fde.index] = got
+        return got
 
     def lookup(self, pc: int) -> Optional[Match]:
         """Match for pc, or None when no FDE covers it (or pc precedes the function's first FRE)."""
