@@ -24,7 +24,7 @@ import array
 import gc
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from .. import parallel
 from ..arch import abi as abimod
@@ -159,9 +159,20 @@ def _inputs(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optional[sa
     # (A V3 default FDE without FREs: the outermost frame throughout, as no rows say.)
     frows: Frows = index.rows(fde) or ((fde.start, None),)
     if read_code is not None:
-        from ..saves.analysis import table  # (not imported before: a debugger's first stop needs none)
-        return frows, table(abi, index, fde, read_code, symbolize)
+        return frows, _analysis().table(abi, index, fde, read_code, symbolize)
     return frows, [(fde.start, {r: _NOT_ANALYSED for r in abi.callee_saved if r != abi.fp})]
+
+
+_ANALYSIS: List[Any] = []
+
+
+def _analysis() -> Any:
+    """core.saves.analysis, imported at its first use (a debugger's first stop needs none), then
+    kept (a function's import statement costs at every call)."""
+    if not _ANALYSIS:
+        from ..saves import analysis
+        _ANALYSIS.append(analysis)
+    return _ANALYSIS[0]
 
 
 def _rows(abi: abimod.ABIInfo, frows: Frows, saved: Saved) -> List[CfiRow]:

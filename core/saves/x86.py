@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ..sframe import format as F
 from ..sframe.rules import RuleKind
 from . import x86insn as X
-from .save import UNCHANGED, Plan, Save, SaveKind, function_code, saved, sp_offset, starts_as_function, unknown
+from .save import UNCHANGED, Save, SaveKind, function_code, saved, sp_offset, unknown
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,6 +64,7 @@ class X86Function:
     sp_pushes: Dict[int, List[int]] = _READ_ONLY_DICT     # DWARF reg -> depths it is pushed at (_sp_growth)
     depth_regs: Dict[int, set] = _READ_ONLY_DICT          # depth -> registers pushed there
     allocs: List[Tuple[int, int]] = _READ_ONLY_LIST       # (k1, k2]: depths created by allocations
+    _per_pc: Optional[Dict[int, Dict[int, Save]]] = None  # `at`'s answers (made at its first question)
 
     def __init__(self, abi, index, fde, read_code):
         self.abi = abi
@@ -71,8 +72,6 @@ class X86Function:
         self._wanted_hw = _hardware(self.regs)
         self.index = index
         self.fde = fde
-        self._per_pc: Dict[int, Dict[int, Save]] = {}
-        self.plans: Dict[int, Plan] = {}
         code = function_code(fde, read_code)
         if code is None:
             self.failed = "the function's code at %#x cannot be read" % fde.start
@@ -154,10 +153,12 @@ class X86Function:
             return None
         self.insns = insns        # (the data flow takes them too, where it runs: X86FlowFunction)
         self.rows = rows = self.index.rows(fde)
-        if rows and self._lazy_plt0(insns):
+        abi = self.abi
+        entry = sp_offset(abi, rows[0][1]) if rows else None      # (the first row's CFA - SP)
+        if entry == abi.entry_cfa_offset + abi.ptr_size and self._lazy_plt0(insns):
             self.plt0 = True
             return None
-        if not starts_as_function(self.abi, rows, fde.start):
+        if entry != abi.entry_cfa_offset or rows[0][0] != fde.start:     # (starts_as_function)
             # A part of another function (GCC's .cold parts): its registers were saved elsewhere.
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % self.abi.entry_cfa_offset
             return None
@@ -175,9 +176,8 @@ class X86Function:
 
     def _lazy_plt0(self, insns) -> bool:
         """The lazy-binding PLT0 (`push GOT+8(%rip); jmp *GOT+16(%rip)`), entered by a jump from a PLT
-        entry that pushed one word: neither writes a register, so every one is the caller's."""
-        if self._sp_offset(self.rows[0][1]) != self.abi.entry_cfa_offset + self.abi.ptr_size:
-            return False
+        entry that pushed one word (its first row's CFA is SP + the entry offset + a word: the
+        caller checks): neither writes a register, so every one is the caller's."""
         kinds = [i.kind for i in insns if not i.quiet]
         return kinds == [X.Kind.PUSH_OTHER, X.Kind.JUMP_INDIRECT]
 
@@ -321,11 +321,14 @@ class X86Function:
         return _all_unchanged(self.regs)
 
     def at(self, match) -> Dict[int, Save]:
-        got = self._per_pc.get(match.pc)
+        per_pc = self._per_pc
+        if per_pc is None:
+            per_pc = self._per_pc = {}
+        got = per_pc.get(match.pc)
         if got is None:
-            if len(self._per_pc) >= 256:
-                self._per_pc.clear()
-            got = self._per_pc[match.pc] = self._compute(match)
+            if len(per_pc) >= 256:
+                per_pc.clear()
+            got = per_pc[match.pc] = self._compute(match)
         return got
 
     def _compute(self, match):
