@@ -417,6 +417,26 @@ def _part_begins(index: SFrameIndex, span: Tuple[int, int], read_code: Optional[
     writing(index, index.section.start_of(first), index.section.start_of(stop) if stop < len(index) else None)
 
 
+def _entry_kind(abi: abimod.ABIInfo, version: int, fde) -> Tuple[str, bool]:
+    """(the CIE augmentation of an FDE's entries, one entry per repeated block?): what its info
+    bytes say."""
+    return (("S" if fde.signal and version == 3 else "")
+            + ("B" if abi.pointer_auth and fde.pauth_key is F.PAuthKey.B else ""), fde.pc_type is F.PCType.MASK)
+
+
+def _add_entries(blob: bytearray, offsets: array.array, entry: Callable[[int, int, bytes], bytes], start: int,
+                 size: int, block: int, program: bytes) -> None:
+    """A function's entries (`entry`) appended to `blob`, where each starts to `offsets`: one, or
+    one per repeated `block` (a MASK FDE's; none for one of size 0)."""
+    if block and block != size:
+        for first in range(start, start + size, block):
+            offsets.append(len(blob))
+            blob += entry(first, min(block, start + size - first), program)
+    else:
+        offsets.append(len(blob))
+        blob += entry(start, size, program)
+
+
 @dataclass
 class _Part:
     """The entries of a run of functions, made apart from the others (core.parallel): their CIE
@@ -495,27 +515,23 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         got = _Part(bytearray(), array.array("I"), [], 0)
         blob, offsets, runs = got.entries, got.offsets, got.runs
         programs = _Programs(abi, e)
-        kinds: Dict[Tuple[int, int], Tuple[str, bool]] = {}   # (FDE info, info2) -> (augmentation, MASK?)
+        kinds: Dict[int, Tuple[str, bool]] = {}   # FDE info | info2 << 8 -> (augmentation, MASK?)
         _part_begins(index, span, read_code)
+        functions = 0
         for fde in index.section.fdes(*span):
-            end = fde.start + fde.size
-            if keep is not None and not keep(fde.start, end):
+            start, size = fde.start, fde.size
+            if keep is not None and not keep(start, start + size):
                 continue
             program = programs.program(index, fde, read_code, symbolize)
-            kind = kinds.get((fde.info, fde.info2))
+            kind = kinds.get(fde.info | fde.info2 << 8)
             if kind is None:
-                kind = kinds[(fde.info, fde.info2)] = (
-                    ("S" if fde.signal and index.version == 3 else "")
-                    + ("B" if abi.pointer_auth and fde.pauth_key is F.PAuthKey.B else ""),
-                    fde.pc_type is F.PCType.MASK)
+                kind = kinds[fde.info | fde.info2 << 8] = _entry_kind(abi, index.version, fde)
             aug = kind[0]
             if not runs or runs[-1][1] != aug:
                 runs.append((len(offsets), aug))
-            block = fde.block_size if kind[1] and fde.block_size else fde.size
-            for first in range(fde.start, end, block) if block > 0 and block != fde.size else (fde.start,):
-                offsets.append(len(blob))
-                blob += entry(first, min(block, end - first), program)
-            got.functions += 1
+            _add_entries(blob, offsets, entry, start, size, fde.block_size if kind[1] else 0, program)
+            functions += 1
+        got.functions = functions
         if progress is not None:
             progress.part_done()
         return got

@@ -225,7 +225,8 @@ class Ahead:
 
     def done(self, start: int) -> None:
         """The analysis of the function at `start` is over: nothing is kept for it."""
-        self._forget_later(start)
+        if self._later:
+            self._forget_later(start)
         kept = self._kept.pop(start, None)
         if kept is not None:
             self._count -= len(kept[0])
