@@ -136,17 +136,10 @@ def decode_all(code: bytes, start: int, size: int) -> Tuple[List[Insn], int]:
     """The instructions of code[:size] (loaded at `start`), one after another, and where the
     decoding stopped: `size`, or past it (the last runs over), or less (one cannot be measured)."""
     out: List[Insn] = []
-    append, one = out.append, _decode
-    pos = 0
     try:
-        while pos < size:
-            ins = one(code, pos, start + pos)
-            if ins is None:
-                break
-            append(ins)
-            pos += ins.length
-    except IndexError:        # runs off the end of the bytes given
-        pass
+        pos = _run(code, 0, start, size, out)
+    except IndexError:        # runs off the end of the bytes given: stopped where that one starts
+        pos = out[-1].addr + out[-1].length - start if out else 0
     return out, pos
 
 
@@ -276,50 +269,80 @@ def _imm_size(imm, op, modrm, opsize16, rex_w, addr32):
 
 
 def _decode(code, pos, addr):
-    """_general, for an instruction without a legacy prefix whose one-byte opcode _FAST measures
-    (most of them), without the general path's calls."""
-    first = code[pos]
-    if 0x40 <= first <= 0x4F:
-        rex, p = first, pos + 1
-    elif first in _PREFIXES:
-        return _general(code, pos, addr)
-    else:
-        rex, p = 0, pos
-    op = code[p]
-    fast = _FAST[op]
-    if fast is None:
-        if op == 0x0F:            # (the two-byte map without a legacy prefix: _general's way, shorter)
-            return _decode_0f(code, pos, p + 1, addr, False, rex, 0)
-        return _general(code, pos, addr)
-    p += 1
-    modrm = -1
-    if fast[0]:                   # (_modrm_len, written out: most instructions come this way)
-        modrm = code[p]
+    """The instruction at code[pos:] (loaded at addr), or None if it cannot be measured; IndexError
+    where it runs past the end of the bytes."""
+    out: List[Insn] = []
+    _run(code, pos, addr - pos, pos + 1, out)
+    return out[0] if out else None
+
+
+def _run(code, pos, base, stop, out):
+    """Measure the instructions of code[pos:] (code[k] loaded at base + k) one after another while
+    they start before `stop`, appending each to `out`; gives where it stopped (`stop` or past
+    it, or the start of one that cannot be measured); IndexError where one runs past the end of
+    the bytes.  An instruction without a legacy prefix whose one-byte opcode _FAST measures (most
+    of them) is measured here, without the general path's calls (_general: the others)."""
+    append = out.append
+    while pos < stop:
+        addr = base + pos
+        first = code[pos]
+        if 0x40 <= first <= 0x4F:
+            rex, p = first, pos + 1
+        elif first in _PREFIXES:
+            ins = _general(code, pos, addr)
+            if ins is None:
+                return pos
+            append(ins)
+            pos += ins[1]
+            continue
+        else:
+            rex, p = 0, pos
+        op = code[p]
+        fast = _FAST[op]
+        if fast is None:
+            if op == 0x0F:        # (the two-byte map without a legacy prefix: _general's way, shorter)
+                ins = _decode_0f(code, pos, p + 1, addr, False, rex, 0)
+            else:
+                ins = _general(code, pos, addr)
+            if ins is None:
+                return pos
+            append(ins)
+            pos += ins[1]
+            continue
         p += 1
-        mod = modrm >> 6
-        if mod != 3:
-            rm = modrm & 7
-            if rm == 4:
-                p += 5 if mod == 0 and code[p] & 7 == 5 else 1      # SIB (and its disp32)
-            elif mod == 0 and rm == 5:
-                p += 4                                               # RIP-relative disp32
-            if mod == 1:
-                p += 1
-            elif mod == 2:
-                p += 4
-    end = p + fast[2 if rex & 8 else 1]
-    code[end - 1]                 # the whole instruction must be present
-    if op not in _RELATIVE:       # (_one_byte's look-up of the shape, written out)
-        shape = _SHAPES.get((op, modrm, rex, False))
-        if shape is not None:
-            return _new(Insn, (addr, end - pos) + shape)
-    else:
-        tail = _BRANCH_TAIL[op]
-        if tail is not None:      # (_classify's relative branch, written out)
-            length = end - pos
-            return _new(Insn, (addr, length, _BRANCH, -1,
-                               addr + length + int.from_bytes(code[p:end], "little", signed=True)) + tail)
-    return _one_byte(code, addr, end - pos, op, modrm, rex, False, p, end)
+        modrm = -1
+        if fast[0]:               # (_modrm_len, written out: most instructions come this way)
+            modrm = code[p]
+            p += 1
+            mod = modrm >> 6
+            if mod != 3:
+                rm = modrm & 7
+                if rm == 4:
+                    p += 5 if mod == 0 and code[p] & 7 == 5 else 1      # SIB (and its disp32)
+                elif mod == 0 and rm == 5:
+                    p += 4                                               # RIP-relative disp32
+                if mod == 1:
+                    p += 1
+                elif mod == 2:
+                    p += 4
+        end = p + fast[2 if rex & 8 else 1]
+        code[end - 1]             # the whole instruction must be present
+        if op not in _RELATIVE:   # (_one_byte's look-up of the shape, written out)
+            shape = _SHAPES.get((op, modrm, rex, False))
+            if shape is not None:
+                append(_new(Insn, (addr, end - pos) + shape))
+                pos = end
+                continue
+        else:
+            tail = _BRANCH_TAIL[op]
+            if tail is not None:  # (_classify's relative branch, written out)
+                append(_new(Insn, (addr, end - pos, _BRANCH, -1,
+                                   base + end + int.from_bytes(code[p:end], "little", signed=True)) + tail))
+                pos = end
+                continue
+        append(_one_byte(code, addr, end - pos, op, modrm, rex, False, p, end))
+        pos = end
+    return pos
 
 
 def _general(code, pos, addr):
