@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ..sframe import format as F
 from ..sframe.rules import RuleKind
 from . import x86insn as X
-from .save import UNCHANGED, Save, SaveKind, function_code, saved, sp_offset, unknown
+from .save import UNCHANGED, Save, SaveKind, function_code, saved, sp_offset, starts_as_function, unknown
 
 
 @functools.lru_cache(maxsize=None)
@@ -154,11 +154,10 @@ class X86Function:
         self.insns = insns        # (the data flow takes them too, where it runs: X86FlowFunction)
         self.rows = rows = self.index.rows(fde)
         abi = self.abi
-        entry = sp_offset(abi, rows[0][1]) if rows else None      # (the first row's CFA - SP)
-        if entry == abi.entry_cfa_offset + abi.ptr_size and self._lazy_plt0(insns):
+        if rows and sp_offset(abi, rows[0][1]) == abi.entry_cfa_offset + abi.ptr_size and self._lazy_plt0(insns):
             self.plt0 = True
             return None
-        if entry != abi.entry_cfa_offset or rows[0][0] != fde.start:     # (starts_as_function)
+        if not starts_as_function(abi, rows, fde.start):
             # A part of another function (GCC's .cold parts): its registers were saved elsewhere.
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % self.abi.entry_cfa_offset
             return None
