@@ -193,12 +193,25 @@ def test_paths_alone_as_the_whole_decoding(roots):
 def test_decode_fast_path_as_the_general(roots):
     """x86insn's fast path (an instruction without a legacy prefix, one-byte map) measures and
     classifies as the general path does, at every byte of the x86-64 real programs' Lua (at
-    instruction starts and inside instructions: the general path's refusals and overruns too)."""
+    instruction starts and inside instructions: the general path's refusals and overruns too),
+    one instruction at a time and in decode_all's loop (where it stops included)."""
     def one(decode, code, pos, addr):
         try:
             return decode(code, pos, addr)
         except IndexError:
             return "runs past the end"
+    def general_all(code, start, size):
+        out, pos = [], 0
+        try:
+            while pos < size:
+                ins = x86insn._general(code, pos, start + pos)
+                if ins is None:
+                    break
+                out.append(ins)
+                pos += ins.length
+        except IndexError:
+            pass
+        return out, pos
     compared = 0
     for tc in ("host", "trixie", "sid"):
         img = ElfImage(str(RP.build(tc, "lua")))
@@ -206,6 +219,11 @@ def test_decode_fast_path_as_the_general(roots):
         read = img.code_reader()
         for fde in SFrameIndex(sf.data, sf.address).section.fdes():
             code = bytes(read(fde.start, fde.size))
+            # A function's instructions one after another (x86insn._run's loop), from its start
+            # and from each of its next seven bytes (misaligned: where the measure runs over or stops).
+            for first in range(min(8, len(code))):
+                assert x86insn.decode_all(code[first:], fde.start + first, len(code) - first) == \
+                    general_all(code[first:], fde.start + first, len(code) - first), (tc, hex(fde.start + first))
             for pos in range(len(code)):
                 fast, general = one(x86insn._decode, code, pos, fde.start + pos), one(x86insn._general, code, pos,
                                                                                        fde.start + pos)
