@@ -269,38 +269,32 @@ def plan(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Op
     return got
 
 
-class X86Analysis:
-    """x86-64: the push analysis (core.saves.x86) and, for a function where it cannot tell (a
-    register stored or changed where no push saved it: GCC 16's shrink-wrapped `mov` saves), also
-    the data flow over every path (X86FlowFunction); per register, the first one's answer unless
-    UNKNOWN.  Both prove what they say, so either answer is right."""
+class X86Analysis(X86Function):
+    """x86-64: the push analysis (core.saves.x86, whose object this is) and, for a function where
+    it cannot tell (a register stored or changed where no push saved it: GCC 16's shrink-wrapped
+    `mov` saves), also the data flow over every path (X86FlowFunction, `second`); per register,
+    the push analysis' answer unless UNKNOWN.  Both prove what they say, so either answer is right."""
+
+    second: Optional[X86FlowFunction] = None
 
     def __init__(self, abi, index, fde, read_code, symbolize=None):
-        first = self.first = X86Function(abi, index, fde, read_code)
+        super().__init__(abi, index, fde, read_code)
         self.plans: Dict[int, Plan] = {}
-        self.unreadable = first.unreadable
-        self.second = None
-        if not self.unreadable and not first.plt0 and (first.failed or first.poisoned or first.unexplained):
-            self.second = X86FlowFunction(abi, index, fde, read_code, first.insns, symbolize)
-            if self.second.failed:
-                self.second = None
-
-    instruction_starts = X86Function.instruction_starts
-
-    @property
-    def starts(self) -> Optional[List[int]]:
-        return self.first.starts
+        if not self.unreadable and not self.plt0 and (self.failed or self.poisoned or self.unexplained):
+            second = X86FlowFunction(abi, index, fde, read_code, self.insns, symbolize)
+            if not second.failed:
+                self.second = second
 
     def constant(self) -> Optional[Dict[int, Save]]:
         """The answer at every PC, where the push analysis proves it one and the same (None: ask `at`)."""
-        return self.first.constant() if self.second is None and not self.unreadable else None
+        return super().constant() if self.second is None and not self.unreadable else None
 
     def change_points(self) -> List[int]:
-        points = self.first.change_points()
+        points = super().change_points()
         return points if self.second is None else sorted(set(points) | set(self.second.change_points()))
 
     def at(self, match) -> Dict[int, Save]:
-        got = self.first.at(match)
+        got = super().at(match)
         if self.second is None or all(s.kind is not SaveKind.UNKNOWN for s in got.values()):
             return got
         other = self.second.at(match)
