@@ -52,7 +52,7 @@ def _entry_problem(abi: abimod.ABIInfo, fde, sym: Optional[Tuple[str, int]]) -> 
         name, offset = sym
         if offset:
             return "%#x is inside %s (at + %d): a part of a function" % (fde.start, name, offset)
-        if _COLD.search(name):
+        if ".cold" in name and _COLD.search(name):
             return "%s is a part of a function (GCC's .cold)" % name
         return None
     if not abi.saves_move_cfa:

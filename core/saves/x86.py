@@ -123,8 +123,7 @@ class X86Function:
                 quiet = False
         self.straight_until = straight
         if quiet:
-            self._sp_growth(insns, set())
-            return
+            return    # (no push: _sp_growth would find no save, and its allocations count only beside one)
         self.runs, self.unexplained, self.poisoned, self.run_saves, self.run_conflict = [], {}, {}, {}, set()
         in_run = self._fp_prologues(insns, targets)
         if not self._sp_growth(insns, in_run):
@@ -315,8 +314,11 @@ class X86Function:
             return None
         # (The first row's CFA is SP + the entry offset: starts_as_function.)
         rows = self.rows
-        if len(rows) > 1 and any(self._sp_offset(rules) is None and not self._fp_based(rules) for _a, rules in rows[1:]):
-            return None
+        if len(rows) > 1:
+            abi = self.abi
+            for _a, rules in rows[1:]:
+                if sp_offset(abi, rules) is None and not self._fp_based(rules):
+                    return None
         return _all_unchanged(self.regs)
 
     def at(self, match) -> Dict[int, Save]:
