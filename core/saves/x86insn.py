@@ -328,7 +328,7 @@ def _run(code, pos, base, stop, out):
         end = p + fast[2 if rex & 8 else 1]
         code[end - 1]             # the whole instruction must be present
         if op not in _RELATIVE:   # (_one_byte's look-up of the shape, written out)
-            shape = _SHAPES.get((op, modrm, rex, False))
+            shape = _SHAPES.get(op | (modrm + 1) << 8 | rex << 17)      # (_shape_key, no 0x66)
             if shape is not None:
                 append(_new(Insn, (addr, end - pos) + shape))
                 pos = end
@@ -385,7 +385,7 @@ def _one_byte(code, addr, length, op, modrm, rex, opsize16, pos, end):
     ModRM, REX and operand size alone: once."""
     if op in _RELATIVE:
         return _classify(code, addr, length, op, modrm, rex, opsize16, pos, end)
-    key = (op, modrm, rex, opsize16)
+    key = _shape_key(op, modrm, rex, opsize16)
     shape = _SHAPES.get(key)
     if shape is None:
         if len(_SHAPES) >= 65536:
@@ -411,7 +411,13 @@ _FAST = [_fast_entry(op) for op in range(256)]
 # One-byte opcodes whose Insn depends on more than the opcode, ModRM, REX and operand size: the
 # relative branches (their target) and C7 (xbegin's).
 _RELATIVE = frozenset((0xE8, 0xE9, 0xEB, 0xC7) + tuple(range(0x70, 0x80)) + tuple(range(0xE0, 0xE4)))
-_SHAPES: dict = {}     # (op, modrm, rex, operand size 16) -> the Insn's fields after addr and length
+_SHAPES: dict = {}     # _shape_key(op, modrm, rex, operand size 16) -> the Insn's fields after addr and length
+
+
+def _shape_key(op: int, modrm: int, rex: int, opsize16: bool) -> int:
+    """_SHAPES' key: the opcode, ModRM (or -1), REX (or 0) and the 0x66 prefix in one int (an
+    int hashes sooner than a tuple, and _run looks one up for most instructions)."""
+    return op | (modrm + 1) << 8 | rex << 17 | opsize16 << 25
 # A relative branch's Insn fields after its target (sp_write, transfer, quiet, writes), by opcode
 # (None: C7, whose Insn is xbegin's only for one ModRM byte).
 _BRANCH = Kind.BRANCH
