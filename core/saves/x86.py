@@ -268,10 +268,14 @@ class X86Function:
         preserve it) cannot be called unchanged."""
         dwarf = X.DWARF_OF_HW
         wanted = set(self.regs)
+        wanted_hw, store = self._wanted_hw, X.Kind.STORE
         starts = [r[0] for r in self.rows]
         for ins in insns:
-            stored = (ins.reg,) if ins.kind is X.Kind.STORE else ()
-            for hw in ins.writes + stored:
+            writes = ins.writes
+            if (not writes or wanted_hw.isdisjoint(writes)) and (ins.kind is not store or ins.reg not in wanted_hw):
+                continue      # (most: neither writes nor stores a register of `wanted`)
+            stored = (ins.reg,) if ins.kind is store else ()
+            for hw in writes + stored:
                 reg = dwarf[hw]
                 if reg not in wanted or reg in self.poisoned:
                     continue
