@@ -62,6 +62,7 @@ class X86Function:
     run_saves: Dict[int, Tuple[int, int]] = _READ_ONLY_DICT
     run_conflict: Set[int] = _READ_ONLY_SET
     sp_pushes: Dict[int, List[int]] = _READ_ONLY_DICT     # DWARF reg -> depths it is pushed at (_sp_growth)
+    sp_depth: Dict[int, int] = _READ_ONLY_DICT            # DWARF reg -> the least of them
     depth_regs: Dict[int, set] = _READ_ONLY_DICT          # depth -> registers pushed there
     allocs: List[Tuple[int, int]] = _READ_ONLY_LIST       # (k1, k2]: depths created by allocations
     _per_pc: Optional[Dict[int, Dict[int, Save]]] = None  # `at`'s answers (made at its first question)
@@ -249,6 +250,7 @@ class X86Function:
                 in_run.add(last)
             else:
                 self.allocs.append((k1, k2))
+        self.sp_depth = {reg: min(depths) for reg, depths in self.sp_pushes.items()}
         return True
 
     def _other_saves(self, insns, in_run):
@@ -290,9 +292,13 @@ class X86Function:
 
     def _clean(self, reg, depth):
         """Only `reg` is ever pushed at `depth`, and no allocation creates it."""
-        if self.depth_regs.get(depth) != {reg}:
+        pushed = self.depth_regs.get(depth)
+        if pushed is None or len(pushed) != 1 or reg not in pushed:
             return False
-        return not any(k1 < depth <= k2 for k1, k2 in self.allocs)
+        for k1, k2 in self.allocs:
+            if k1 < depth <= k2:
+                return False
+        return True
 
     def change_points(self) -> List[int]:
         """The addresses from which `at`'s answer may differ from the one before: the entry, the
@@ -365,8 +371,7 @@ class X86Function:
         """SAVED or UNKNOWN where the saves say so; None: no save covers pc."""
         if reg in self.run_conflict:
             return unknown("saved at different places by different prologues")
-        depths = self.sp_pushes.get(reg)
-        d = min(depths) if depths else None
+        d = self.sp_depth.get(reg)
         run = self.run_saves.get(reg)
         if k_pc is not None:
             return self._at_sp_based(reg, d, run, k_pc, pc)
