@@ -66,6 +66,7 @@ class X86Function:
     depth_regs: Dict[int, set] = _READ_ONLY_DICT          # depth -> registers pushed there
     allocs: List[Tuple[int, int]] = _READ_ONLY_LIST       # (k1, k2]: depths created by allocations
     _per_pc: Optional[Dict[int, Dict[int, Save]]] = None  # `at`'s answers (made at its first question)
+    _by_frame: Optional[Dict[tuple, Dict[int, Save]]] = None   # _compute's, by what they depend on
 
     def __init__(self, abi, index, fde, read_code):
         self.abi = abi
@@ -353,10 +354,19 @@ class X86Function:
             pc = fde.start + (pc - fde.start) % fde.block_size    # the same place in the first block
         k_pc = self._sp_offset(rules)
         fp_based = self._fp_based(rules)
-        out = {}
-        for reg in self.regs:
-            out[reg] = self._one(reg, k_pc, fp_based, pc)
-        return out
+        if not self.run_saves:
+            # (No frame-pointer prologue saves: the answer depends on the PC only through the
+            # straight way in, and only where the CFA is neither SP- nor FP-based (_at_other):
+            # one answer per key, shared by the PCs that have it.)
+            key = (k_pc, fp_based, k_pc is None and not fp_based and pc >= self.straight_until)
+            by_frame = self._by_frame
+            if by_frame is None:
+                by_frame = self._by_frame = {}
+            got = by_frame.get(key)
+            if got is None:
+                got = by_frame[key] = {reg: self._one(reg, k_pc, fp_based, pc) for reg in self.regs}
+            return got
+        return {reg: self._one(reg, k_pc, fp_based, pc) for reg in self.regs}
 
     def _one(self, reg, k_pc, fp_based, pc):
         if reg in self.poisoned:
