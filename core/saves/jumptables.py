@@ -283,19 +283,23 @@ def _base_states(out: List[Op], reg: int, defs: Dict[int, int], kept, sps, found
     states: List[Optional[frozenset]] = [None] * n
     states[0] = TOP
     work = [0]
+    call, top = Flow.CALL, next(iter(TOP))
     while work:
         i = work.pop()
         state, op = states[i] or TOP, out[i]
         if i in defs:
             state = frozenset([defs[i]])
-        elif reg in op.writes or op.writes_all or any(load[0] == reg for load in op.loads):
+        elif reg in op.writes or op.writes_all or op.loads and any(load[0] == reg for load in op.loads):
             state = TOP
-        if op.flow is Flow.CALL and reg not in kept:
+        if op.flow is call and reg not in kept:
             state = TOP
-        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at, fixed):
+        succ = None if fixed is None else fixed[i]
+        if succ is None:
+            succ = _successors(out, i, where, sps, found, optimistic, anywhere_at, fixed)
+        for j in succ:
             old = states[j]
             new = state if old is None else old | state
-            if TOP & new or len(new) > MAX_BASES:
+            if top in new or len(new) > MAX_BASES:     # (TOP's one member: TOP & new)
                 new = TOP
             if new != old:
                 states[j] = new
