@@ -66,6 +66,7 @@ class X86Function:
     depth_regs: Dict[int, set] = _READ_ONLY_DICT          # depth -> registers pushed there
     allocs: List[Tuple[int, int]] = _READ_ONLY_LIST       # (k1, k2]: depths created by allocations
     _per_pc: Optional[Dict[int, Dict[int, Save]]] = None  # `at`'s answers (made at its first question)
+    ends: Dict[int, int] = _READ_ONLY_DICT               # instruction end -> its number (_measure, two rows or more)
     _by_frame: Optional[Dict[tuple, Dict[int, Save]]] = None   # _compute's, by what they depend on
 
     def __init__(self, abi, index, fde, read_code):
@@ -162,16 +163,17 @@ class X86Function:
             # A part of another function (GCC's .cold parts): its registers were saved elsewhere.
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % self.abi.entry_cfa_offset
             return None
-        # The end of each instruction -> its number (where FREs follow the first: _sp_growth).
-        ends: Dict[int, int] = {}
-        self.ends = ends
-        if len(rows) > 1 and insns:
-            ends.update(zip([i.addr for i in insns[1:]], range(len(insns) - 1)))
-            ends[fde.start + pos] = len(insns) - 1
-        for start, _rules in rows[1:]:
-            if start not in ends:
-                self.failed = "the FRE at %#x does not start at an instruction" % start
-                return None
+        if len(rows) > 1:
+            # The end of each instruction -> its number (where FREs follow the first: _sp_growth).
+            ends: Dict[int, int] = {}
+            if insns:
+                ends.update(zip([i.addr for i in insns[1:]], range(len(insns) - 1)))
+                ends[fde.start + pos] = len(insns) - 1
+            self.ends = ends
+            for start, _rules in rows[1:]:
+                if start not in ends:
+                    self.failed = "the FRE at %#x does not start at an instruction" % start
+                    return None
         return insns
 
     def _lazy_plt0(self, insns) -> bool:
