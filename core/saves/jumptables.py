@@ -293,10 +293,7 @@ def _base_states(out: List[Op], reg: int, defs: Dict[int, int], kept, sps, found
             state = TOP
         if op.flow is call and reg not in kept:
             state = TOP
-        succ = None if fixed is None else fixed[i]
-        if succ is None:
-            succ = _successors(out, i, where, sps, found, optimistic, anywhere_at, fixed)
-        for j in succ:
+        for j in _successors(out, i, where, sps, found, optimistic, anywhere_at, fixed):
             old = states[j]
             new = state if old is None else old | state
             if top in new or len(new) > MAX_BASES:     # (TOP's one member: TOP & new)

@@ -288,18 +288,11 @@ def _run(code, pos, base, stop, out):
         first = code[pos]
         if 0x40 <= first <= 0x4F:
             rex, p = first, pos + 1
-        elif first in _PREFIXES:
-            ins = _general(code, pos, addr)
-            if ins is None:
-                return pos
-            append(ins)
-            pos += ins[1]
-            continue
         else:
             rex, p = 0, pos
         op = code[p]
         fast = _FAST[op]
-        if fast is None:
+        if fast is None:          # (a legacy prefix too: no _FAST entry, and it is not 0F)
             if op == 0x0F:        # (the two-byte map without a legacy prefix: _general's way, shorter)
                 ins = _decode_0f(code, pos, p + 1, addr, False, rex, 0)
             else:
@@ -406,7 +399,7 @@ def _fast_entry(op: int):
             _imm_size(imm, op, 0, False, 8, False) if imm else 0)
 
 
-_FAST = [_fast_entry(op) for op in range(256)]
+_FAST = [None if op in _PREFIXES else _fast_entry(op) for op in range(256)]   # (a prefix: _general's)
 
 # One-byte opcodes whose Insn depends on more than the opcode, ModRM, REX and operand size: the
 # relative branches (their target) and C7 (xbegin's).
