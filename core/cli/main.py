@@ -438,8 +438,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from .. import pyelftools
-        pyelftools.load()
         return args.func(args)
     except (ElfError, SFrameError, ImportError, ProcessError) as exc:   # ImportError: pyelftools missing
         print("sframe: %s" % exc, file=sys.stderr)

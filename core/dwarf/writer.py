@@ -153,16 +153,6 @@ Saved = Sequence[Tuple[int, Dict[int, saves.Save]]]
 _NOT_ANALYSED = saves.unknown("not analysed")
 
 
-def _inputs(abi: abimod.ABIInfo, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
-            symbolize: Optional[saves.Symbolize]) -> Tuple[Frows, Saved]:
-    """What a function's rows are made of: SFrame's rows and the analysis' answers."""
-    # (A V3 default FDE without FREs: the outermost frame throughout, as no rows say.)
-    frows: Frows = index.rows(fde) or ((fde.start, None),)
-    if read_code is not None:
-        return frows, _analysis().table(abi, index, fde, read_code, symbolize)
-    return frows, [(fde.start, {r: _NOT_ANALYSED for r in abi.callee_saved if r != abi.fp})]
-
-
 _ANALYSIS: List[Any] = []
 
 
@@ -330,9 +320,10 @@ class _Programs:
 
     LIMIT = 1 << 14
 
-    def __init__(self, abi: abimod.ABIInfo, endian: str):
+    def __init__(self, abi: abimod.ABIInfo, endian: str, analysed: bool):
         self.abi, self.endian = abi, endian
         self.regs = [r for r in abi.callee_saved if r != abi.fp]
+        self.table = _analysis().table if analysed else None     # core.saves.analysis.table
         self.tokens: Dict[int, Tuple[Optional[FrameRules], int]] = {}
         self.issued = 0
         self.programs: Dict[tuple, bytes] = {}
@@ -349,16 +340,25 @@ class _Programs:
             key = (fde.info2, tuple([(start, words) for _off, start, words in raw]))
             got = self.by_fres.get(key)
             if got is None:
-                got = self._program(index, fde, read_code, symbolize)
+                got = self.make(index, fde, read_code, symbolize)
                 if len(self.by_fres) >= self.LIMIT:
                     self.by_fres.clear()
                 self.by_fres[key] = got
             return got
-        return self._program(index, fde, read_code, symbolize)
+        return self.make(index, fde, read_code, symbolize)
 
-    def _program(self, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
-                 symbolize: Optional[saves.Symbolize]) -> bytes:
-        frows, saved = _inputs(self.abi, index, fde, read_code, symbolize)
+    def make(self, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
+             symbolize: Optional[saves.Symbolize]) -> bytes:
+        """`program`, without the look-up by FREs: made of what a function's rows are made of,
+        SFrame's rows and the analysis' answers (where there is code to read: the `analysed`
+        this was made with), memoized by their shape."""
+        # (A V3 default FDE without FREs: the outermost frame throughout, as no rows say.)
+        frows: Frows = index.rows(fde) or ((fde.start, None),)
+        saved: Saved
+        if read_code is not None and self.table is not None:
+            saved = self.table(self.abi, index, fde, read_code, symbolize)
+        else:
+            saved = [(fde.start, {r: _NOT_ANALYSED for r in self.regs})]
         start, tokens, regs = fde.start, self.tokens, self.regs
         shape: List[tuple] = []
         for addr, rules in frows:
@@ -514,7 +514,9 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         """The entries of the functions kept among FDEs span[0]..span[1]-1."""
         got = _Part(bytearray(), array.array("I"), [], 0)
         blob, offsets, runs = got.entries, got.offsets, got.runs
-        programs = _Programs(abi, e)
+        programs = _Programs(abi, e, read_code is not None)
+        # (With the analysis every function's program is made: there is nothing to look up first.)
+        program_of = programs.program if read_code is None else programs.make
         kinds: Dict[int, Tuple[str, bool]] = {}   # FDE info | info2 << 8 -> (augmentation, MASK?)
         _part_begins(index, span, read_code)
         functions = 0
@@ -522,7 +524,7 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
             start, size = fde.start, fde.size
             if keep is not None and not keep(start, start + size):
                 continue
-            program = programs.program(index, fde, read_code, symbolize)
+            program = program_of(index, fde, read_code, symbolize)
             kind = kinds.get(fde.info | fde.info2 << 8)
             if kind is None:
                 kind = kinds[fde.info | fde.info2 << 8] = _entry_kind(abi, index.version, fde)

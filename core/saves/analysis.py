@@ -125,9 +125,10 @@ class _Refused:
         return []
 
 
-def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize], regs):
+def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize], regs,
+              ahead: Optional[x86insn.Ahead]):
     """The analysed function of `fde` (memoized on the index), or None when no analyser takes
-    the ABI or the function is too large to analyse."""
+    the ABI or the function is too large to analyse.  `ahead`: the index's (x86insn.ahead_of)."""
     analyser = _ANALYSERS.get(abi.sframe_abi)
     if analyser is None or fde.size > MAX_FUNCTION_SIZE:
         return None
@@ -140,7 +141,6 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
         why = _entry_problem(abi, fde, sym)
         if why is None:
             func = analyser(abi, index, fde, read_code, symbolize=symbolize)
-            ahead = x86insn.ahead_of(index)
             if ahead is not None:
                 ahead.done(fde.start)       # (what was kept for its turn and not taken)
         else:
@@ -164,11 +164,12 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
     instruction where the answer changes (MASK FDEs: over the first repetition block).  What a
     writer of DWARF CFI needs: the places are exact at every instruction, not only at FREs."""
     regs = abi.analysed
-    if getattr(index, "ahead", None) is None:
+    ahead = getattr(index, "ahead", None)
+    if ahead is None:
         # (Every function's table is asked for, one after another: the instructions the
         # never-returns search measures of a callee are worth keeping for its own turn.)
-        index.ahead = x86insn.Ahead()
-    func = _function(abi, index, fde, read_code, symbolize, regs)
+        ahead = index.ahead = x86insn.Ahead()
+    func = _function(abi, index, fde, read_code, symbolize, regs, ahead)
     if func is None:
         return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]
     constant = getattr(func, "constant", None)
@@ -243,7 +244,7 @@ def at(abi: abimod.ABIInfo, index, match, read_code: CodeReader, symbolize: Opti
         return {r: unknown("no save-slot analysis for %s" % abi.name) for r in regs}
     if match.fde.size > MAX_FUNCTION_SIZE:
         return {r: unknown("the function is larger than %d bytes: not analysed" % MAX_FUNCTION_SIZE) for r in regs}
-    func = _function(abi, index, match.fde, read_code, symbolize, regs)
+    func = _function(abi, index, match.fde, read_code, symbolize, regs, x86insn.ahead_of(index))
     assert func is not None
     return func.at(match)
 
@@ -273,7 +274,10 @@ class X86Analysis(X86Function):
     """x86-64: the push analysis (core.saves.x86, whose object this is) and, for a function where
     it cannot tell (a register stored or changed where no push saved it: GCC 16's shrink-wrapped
     `mov` saves), also the data flow over every path (X86FlowFunction, `second`); per register,
-    the push analysis' answer unless UNKNOWN.  Both prove what they say, so either answer is right."""
+    the push analysis' answer unless UNKNOWN.  Both prove what they say, so either answer is right.
+    (`constant` is the push analysis' own: it answers None wherever there is a `second`, made only
+    where the push analysis failed or found a register poisoned or unexplained, and for code that
+    cannot be read.)"""
 
     second: Optional[X86FlowFunction] = None
 
@@ -284,10 +288,6 @@ class X86Analysis(X86Function):
             second = X86FlowFunction(abi, index, fde, read_code, self.insns, symbolize)
             if not second.failed:
                 self.second = second
-
-    def constant(self) -> Optional[Dict[int, Save]]:
-        """The answer at every PC, where the push analysis proves it one and the same (None: ask `at`)."""
-        return super().constant() if self.second is None and not self.unreadable else None
 
     def change_points(self) -> List[int]:
         points = super().change_points()

@@ -156,10 +156,11 @@ class X86Function:
         self.insns = insns        # (the data flow takes them too, where it runs: X86FlowFunction)
         self.rows = rows = self.index.rows(fde)
         abi = self.abi
-        if rows and sp_offset(abi, rows[0][1]) == abi.entry_cfa_offset + abi.ptr_size and self._lazy_plt0(insns):
-            self.plt0 = True
-            return None
         if not starts_as_function(abi, rows, fde.start):
+            # (A lazy PLT0's first row has CFA = SP + the entry offset + a word: not a function's.)
+            if rows and sp_offset(abi, rows[0][1]) == abi.entry_cfa_offset + abi.ptr_size and self._lazy_plt0(insns):
+                self.plt0 = True
+                return None
             # A part of another function (GCC's .cold parts): its registers were saved elsewhere.
             self.failed = "the FDE does not start as a function does (CFA = SP + %d)" % self.abi.entry_cfa_offset
             return None

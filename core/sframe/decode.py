@@ -225,11 +225,11 @@ class Section:
 
     def raw_fres(self, fde: FDE) -> List[RawFRE]:
         """[(offset, start, info and data-word bytes)] of one FDE's FREs, checked as `records` checks them."""
-        return self._records.fres(fde)
+        return self._records._fres(fde.index, fde.fre_off, fde.num_fres, fde.info & F.FDE_INFO_FRE_TYPE_MASK, fde.size)
 
     def fres(self, fde: FDE) -> Tuple[FRE, ...]:
         """Decode all FREs of one FDE (a tuple), checking bounds, order and widths."""
-        return self._decode_fres(self._records.fres(fde))
+        return self._decode_fres(self.raw_fres(fde))
 
     def decode_fre(self, raw: RawFRE) -> FRE:
         """One FRE of `raw_fres`, decoded."""
@@ -331,9 +331,6 @@ class _Records:
             out.append(check(i, off, vals))
             off += size
         return out
-
-    def fres(self, fde: FDE) -> List[RawFRE]:
-        return self._fres(fde.index, fde.fre_off, fde.num_fres, fde.info & F.FDE_INFO_FRE_TYPE_MASK, fde.size)
 
     def walk(self, first: int, stop: int, state: _Walk) -> List[Tuple[tuple, List[RawFRE]]]:
         check, read_fres = self._fde, self._fres
