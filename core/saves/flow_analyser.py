@@ -130,7 +130,7 @@ class FlowFunction:
         def frame_at(addr):
             return facts_at(addr)[1]
         states, self.failed = flow.analyse(ops, self.regs, abi.sp, abi.fp, abi.entry_cfa_offset, rules_at, entry,
-                                           pads, frame_at)
+                                           pads, frame_at, facts=[facts_at(op.addr) for op in ops])
         mine = [(op.addr, state) for op, state in zip(ops, states) if fde.start <= op.addr < fde.start + fde.size]
         self.starts = [addr for addr, _state in mine]
         self.states = [state for _addr, state in mine]
