@@ -119,6 +119,10 @@ def _preload(bytecode_root):
     def writer():
         from ..core.elf import sidefile  # noqa: F401
     steps = (attaching, unwinder, pyelftools, structs, writer)
+    # OpenSSL (hashlib, which the side files' cache uses) is made ready here, not in the thread:
+    # its clean-up at the process's exit frees what a thread still inside it uses, and LLDB then
+    # crashed or hung as it quit (measured: 1 session in 50 to 100 that quit while the thread imported).
+    import hashlib  # noqa: F401
 
     def preload():
         sys.setswitchinterval(_PRELOAD_INTERVAL)     # (LLDB's thread, back from a call into LLDB, waits less)

@@ -409,6 +409,26 @@ def test_the_first_stop_keeps_the_compiled_modules(tmp_path, monkeypatch, lldb):
             os.utime(copy / module, (time.time() + 60, time.time() + 60))
 
 
+def test_quitting_while_the_thread_imports(tmp_path, monkeypatch):
+    """A session that quits while the plugin's thread still imports ends as LLDB alone does.
+    OpenSSL (hashlib, the cache's digests) is made ready before the thread starts, never in it:
+    its clean-up at the process's exit freed what the thread still used, and LLDB 16 then
+    aborted, crashed or hung as it quit (21 sessions of 250 that ended right after the import,
+    measured).  The thread finds OpenSSL ready as it starts, and quick sessions all end cleanly."""
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(tmp_path / "cfi"))
+    _eh, noeh = _copies("host", tmp_path)
+    watch = ("script import sys, threading; _start = threading.Thread.start; started = []; "
+             "threading.Thread.start = lambda self: (started.append((self.name, '_hashlib' in sys.modules)), "
+             "_start(self))[1]")
+    s = run_lldb(16, ["target create %s" % noeh, watch, "command script import %s" % PLUGIN,
+                      "script print('@@ started', started)"], tmp_path, "watched", preamble=False, again=False)
+    assert "@@ started [('sframe-preload', True)]" in s.stdout, s.stdout[-2000:]
+    for k in range(20):
+        s = run_lldb(16, ["target create %s" % noeh, "script import time", "command script import %s" % PLUGIN,
+                          "script pass"], tmp_path, "quick%d" % k, timeout=60, preamble=False, again=False)
+        assert s.returncode == 0 and "Stack dump:" not in s.stderr, (k, s.returncode, s.stderr[-2000:])
+
+
 def test_head_holes_keep_every_note(tmp_path):
     """The pieces of a head (sidefile._head_pieces) hold every byte of the ELF header, the program
     headers, the notes, the interpreter's name and the kept segments (a note without a section),
