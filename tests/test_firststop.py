@@ -424,8 +424,8 @@ def test_quitting_while_the_thread_imports(tmp_path, monkeypatch):
                       "script print('@@ started', started)"], tmp_path, "watched", preamble=False, again=False)
     assert "@@ started [('sframe-preload', True)]" in s.stdout, s.stdout[-2000:]
     for k in range(20):
-        s = run_lldb(16, ["target create %s" % noeh, "script import time", "command script import %s" % PLUGIN,
-                          "script pass"], tmp_path, "quick%d" % k, timeout=60, preamble=False, again=False)
+        s = run_lldb(16, ["target create %s" % noeh, "command script import %s" % PLUGIN, "script pass"],
+                     tmp_path, "quick%d" % k, timeout=60, preamble=False, again=False)
         assert s.returncode == 0 and "Stack dump:" not in s.stderr, (k, s.returncode, s.stderr[-2000:])
 
 

@@ -307,7 +307,8 @@ class _Records:
     run of functions, so that a dump pays per run, not per function, and a look-up pays no set-up:
 
     - `fdes(first, stop)`: the FDE records first..stop-1, as plain tuples of FDE's fields;
-    - `fres(fde)`: one function's FREs, raw: (offset, start, info and data-word bytes);
+    - `_fres(i, fre_off, num, type, size)`: one function's FREs, raw: (offset, start, info and
+      data-word bytes) (`Section.raw_fres` takes them from an FDE);
     - `walk(first, stop, state)`: (FDE fields, raw FREs) of first..stop-1, with the checks only a
       walk over the whole section can make (the FRE total, the order when flagged sorted),
       `state` carried from one run to the next.
