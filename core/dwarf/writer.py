@@ -330,28 +330,25 @@ class _Programs:
         self.by_fres: Dict[tuple, bytes] = {}    # without the analysis: (FDE type, FREs) -> program
         self.answers: Dict[int, Tuple[Dict[int, saves.Save], tuple]] = {}   # the analysis' answers' columns
 
-    def program(self, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
-                symbolize: Optional[saves.Symbolize]) -> bytes:
-        """The call-frame instructions of one function (of a MASK FDE: of each block)."""
-        if read_code is None:
-            # Without the analysis a program depends only on the FDE type and the FREs' starts
-            # and bytes (index._interpret's key): looked up by them before anything is decoded.
-            raw = index.section.raw_fres(fde)
-            key = (fde.info2, tuple([(start, words) for _off, start, words in raw]))
-            got = self.by_fres.get(key)
-            if got is None:
-                got = self.make(index, fde, read_code, symbolize)
-                if len(self.by_fres) >= self.LIMIT:
-                    self.by_fres.clear()
-                self.by_fres[key] = got
-            return got
-        return self.make(index, fde, read_code, symbolize)
+    def looked_up(self, index: SFrameIndex, fde) -> bytes:
+        """The call-frame instructions of one function (of a MASK FDE: of each block) without
+        the analysis: they depend only on the FDE type and the FREs' starts and bytes
+        (index._interpret's key), looked up by them before anything is decoded."""
+        raw = index.section.raw_fres(fde)
+        key = (fde.info2, tuple([(start, words) for _off, start, words in raw]))
+        got = self.by_fres.get(key)
+        if got is None:
+            got = self.make(index, fde, None, None)
+            if len(self.by_fres) >= self.LIMIT:
+                self.by_fres.clear()
+            self.by_fres[key] = got
+        return got
 
     def make(self, index: SFrameIndex, fde, read_code: Optional[saves.CodeReader],
              symbolize: Optional[saves.Symbolize]) -> bytes:
-        """`program`, without the look-up by FREs: made of what a function's rows are made of,
-        SFrame's rows and the analysis' answers (where there is code to read: the `analysed`
-        this was made with), memoized by their shape."""
+        """The call-frame instructions of one function (of a MASK FDE: of each block), made of
+        what its rows are made of: SFrame's rows and the analysis' answers (where there is code
+        to read: the `analysed` this was made with); memoized by their shape."""
         # (A V3 default FDE without FREs: the outermost frame throughout, as no rows say.)
         frows: Frows = index.rows(fde) or ((fde.start, None),)
         saved: Saved
@@ -515,8 +512,6 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
         got = _Part(bytearray(), array.array("I"), [], 0)
         blob, offsets, runs = got.entries, got.offsets, got.runs
         programs = _Programs(abi, e, read_code is not None)
-        # (With the analysis every function's program is made: there is nothing to look up first.)
-        program_of = programs.program if read_code is None else programs.make
         kinds: Dict[int, Tuple[str, bool]] = {}   # FDE info | info2 << 8 -> (augmentation, MASK?)
         _part_begins(index, span, read_code)
         functions = 0
@@ -524,7 +519,9 @@ def debug_frame(index: SFrameIndex, read_code: Optional[saves.CodeReader], *,
             start, size = fde.start, fde.size
             if keep is not None and not keep(start, start + size):
                 continue
-            program = program_of(index, fde, read_code, symbolize)
+            # (With the analysis every function's program is made: there is nothing to look up first.)
+            program = programs.looked_up(index, fde) if read_code is None else \
+                programs.make(index, fde, read_code, symbolize)
             kind = kinds.get(fde.info | fde.info2 << 8)
             if kind is None:
                 kind = kinds[fde.info | fde.info2 << 8] = _entry_kind(abi, index.version, fde)
