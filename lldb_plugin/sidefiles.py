@@ -91,11 +91,12 @@ def _module_at(target, path):
 _NOT_LOADED = -1
 
 
-def _has_debug_info(path):
+def _has_section(path, name):
+    """Has the ELF file at `path` a section called `name` (False where it cannot be read)?"""
     from ..core.elf.image import ElfImage
     try:
-        return ElfImage(path).section_address(".debug_info") is not None
-    except Exception:        # (not a file we can read: no debug information to keep)
+        return ElfImage(path).section_address(name) is not None
+    except Exception:        # (not a file we can read: no debug information to keep, no symbols)
         return False
 
 
@@ -219,12 +220,20 @@ def _drop_unloaded_twins(target, module):
             target.RemoveModule(other)
 
 
-def _add(debugger, target, path, twice=True):
+def _add(debugger, target, path, twice=True, program=None):
     """`target symbols add` of a side file, twice: LLDB keeps the unwind plans it made for a module
     (at its creation, at a stop) when a first symbol file is added, and makes them again when a
-    symbol file replaces another: the same file added again, by another name (a hard link beside
-    it), replaces it.  Once where not `twice`: LLDB 23 reads a first file's `.eh_frame` at once
-    (measured), and each add reads the file's symbols again.  (None: done; else LLDB's error.)"""
+    symbol file replaces another.  The first: the program itself, where given (`program`: one with
+    a `.symtab` of its own, which the side file carries too; LLDB has read it already, and reads
+    nothing new), else the same file, added again by another name (a hard link beside it).  Once
+    where not `twice`: LLDB 23 reads a first file's `.eh_frame` at once (measured), and each add
+    reads the file's symbols again.  (None: done; else LLDB's error.)"""
+    if twice and program is not None:
+        ok, text = run(debugger, "target symbols add %s" % shlex.quote(program), target)
+        if ok:
+            # (where LLDB refused the side file, the module keeps the program as its symbol file)
+            ok, text = run(debugger, "target symbols add %s" % shlex.quote(path), target)
+            return None if ok else text
     ok, text = run(debugger, "target symbols add %s" % shlex.quote(path), target)
     if not ok or not twice:
         return None if ok else text
@@ -248,11 +257,11 @@ def _added_as(symfile):
     return symfile[:-len(".again")] if symfile.endswith(".again") else symfile
 
 
-def _attach_file(debugger, target, module, path, twice=True):
+def _attach_file(debugger, target, module, path, twice=True, program=None):
     """Attach the side file at `path` to the module (`_add`): None, or the status saying why it could not."""
     if has_state(target.GetProcess()):
         _drop_unloaded_twins(target, module)
-    error = _add(debugger, target, path, twice)
+    error = _add(debugger, target, path, twice, program)
     return None if error is None else _not_attached("target symbols add: %s" % error)
 
 
@@ -264,11 +273,15 @@ def _attach_partial(debugger, target, module, path, starts, own, eh_frame=False)
     describes nothing: LLDB reads it with its DWARF reader alone, not also parsing the program's
     symbols once more (core.dwarf.emptyunit).  Not the others: LLDB 16 replaces the file it
     takes by another, and before LLDB 23 a module loses its load addresses where a side file
-    replaces one that holds debug information."""
-    made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame, empty_unit=eh_frame)
+    replaces one that holds debug information.  The others come after the program itself where it
+    has a `.symtab` (`_add`), and carry it then: LLDB (16, measured) takes no side file without
+    one after a symbol file with one."""
+    first = path if not eh_frame and _has_section(path, ".symtab") else None
+    made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame, empty_unit=eh_frame,
+                             symbols=first is not None)
     if made.path is None:
         return None, (_not_attached(made.why) if made.sframe else None)
-    failed = _attach_file(debugger, target, module, made.path, not eh_frame)
+    failed = _attach_file(debugger, target, module, made.path, not eh_frame, first)
     if failed is not None:
         sidecache.discard(made.path)
         return None, failed
@@ -296,7 +309,7 @@ def _attach_one(debugger, target, module, major, report):
         own = separate_debug_file(path, skip=cache)
     else:
         own = symfile if symfile and os.path.realpath(symfile) != os.path.realpath(path) else None
-    if major < 23 and (own is not None and _has_debug_info(own) if ours else module.FindSection(".debug_info").IsValid()):
+    if major < 23 and (own is not None and _has_section(own, ".debug_info") if ours else module.FindSection(".debug_info").IsValid()):
         if ours:
             # (a side file without the debug information LLDB would otherwise have: its own back)
             run(debugger, "target symbols add %s" % shlex.quote(own), target)
@@ -396,8 +409,10 @@ def _attach_entry(debugger, target, module, path, symfile, made, report):
     elif made.written:
         report("sframe: wrote %s, the DWARF CFI of %s's SFrame" % (made.path, os.path.basename(path)))
     if not (symfile and sidecache.is_entry_of(symfile, made)):
-        # (LLDB may have taken another copy's side file by build ID: this one replaces it)
-        failed = _attach_file(debugger, target, module, made.path)
+        # (LLDB may have taken another copy's side file by build ID: this one replaces it; an
+        # entry carries the program's symbols)
+        failed = _attach_file(debugger, target, module, made.path,
+                              program=path if _has_section(path, ".symtab") else None)
         if failed is not None:
             return failed
     return _check(debugger, target, path, made.path) or SideFileStatus(SideFileState.PENDING, made.path, "no process")

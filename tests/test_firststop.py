@@ -134,7 +134,8 @@ def test_first_stop_never_wrong_then_registers(tmp_path, monkeypatch, lldb):
     ref = run_lldb(lldb, _stop(eh, tmp_path, "ref") + again + ["process kill"], tmp_path, "ref%d" % lldb,
                    preamble=False)
     # (the file attached at the first stop: a compile unit that describes nothing on LLDB 23 only)
-    unit = ("script data = open(lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath, 'rb').read(); "
+    unit = ("script symfile = lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath; "
+            "data = open(symfile, 'rb').read(); print('@@ symfile', symfile); "
             "print('@@ unit', all(b'.debug_%s' % n + bytes(1) in data for n in (b'info', b'abbrev', b'line')))")
     lines = _stop(noeh, tmp_path, "first", [unit, "script print('@@ info')", "sframe info", "script print('@@ end-info')",
                                             "sframe info --wait"]) + again + ["process kill"]
@@ -145,6 +146,9 @@ def test_first_stop_never_wrong_then_registers(tmp_path, monkeypatch, lldb):
     kind = ", CFA, RA and FP only" if lldb == 21 else " for the functions on the stacks"
     assert "sqlite: attached%s" % kind in info, info
     assert re.search(r"^@@ unit %s$" % (lldb == 23), s.stdout, re.M), out[-3000:]
+    # (LLDB 16 and 21: the program itself added first, then the side file, which replaced it)
+    symfile = re.search(r"^@@ symfile (.*)$", s.stdout, re.M).group(1)
+    assert symfile.startswith(str(cache)) and symfile.endswith(".debug"), symfile
     # The first stop: right frames, no wrong register (those of outer frames are unavailable, but
     # where a frame's own rows say the FP is unchanged or saved).
     same, missing = _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, first stop" % lldb)
@@ -323,6 +327,24 @@ def test_stack_file_symbols_with_a_debug_file(tmp_path):
         made = sidecache.partial(str(program), None, str(tmp_path / ("cfi-" + program.name)), debug_file=str(debug))
         assert made.path is not None, made
         assert symtab(made.path) == wanted, (program, (symtab(made.path) or "")[:300])
+
+
+def test_stack_file_with_the_program_symbols(tmp_path):
+    """A side file made at a stop for LLDB 16 to 21 (sidecache.partial(symbols=True)): it carries
+    the program's symbols, as they are (LLDB takes it after the program itself, and then only a
+    file with a `.symtab`: lldb_plugin.sidefiles._add)."""
+    built = realprogs.build("host", "lua")
+    noeh = tmp_path / "lua"
+    subprocess.run(["objcopy", "--strip-debug", "-R", ".eh_frame", "-R", ".eh_frame_hdr", str(built), str(noeh)],
+                   check=True)
+
+    def symtab(path):
+        out = subprocess.run(["readelf", "-sW", str(path)], capture_output=True, text=True, check=True).stdout
+        return out.split("Symbol table '.symtab'", 1)[1] if "Symbol table '.symtab'" in out else None
+    made = sidecache.partial(str(noeh), None, str(tmp_path / "cfi"), symbols=True)
+    assert made.path is not None, made
+    want = symtab(noeh)
+    assert want and " main\n" in want and symtab(made.path) == want
 
 
 def test_job_started_leaves_no_child_behind(tmp_path):

@@ -284,7 +284,8 @@ _STACK_FILES = itertools.count()
 
 
 def partial(program: str, starts: Optional[Collection[int]], directory: Optional[str] = None,
-            debug_file: Optional[str] = None, eh_frame: bool = False, empty_unit: bool = False) -> Made:
+            debug_file: Optional[str] = None, eh_frame: bool = False, empty_unit: bool = False,
+            symbols: bool = False) -> Made:
     """A side file of CFA, RA and FP rows only (every callee-saved register undefined: never
     wrong), of the functions that start at `starts` (link-time addresses) alone: what a debugger
     needs to unwind the stacks of one stop, made in time proportional to them; of every function
@@ -292,7 +293,9 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
     new one at each call (a debugger that has read a file by a name may read it again); those of
     processes that have ended are removed.  `eh_frame`: the rows as `.eh_frame`; `empty_unit`: with
     a compile unit that describes nothing (sidefile.write).  Without the program's `.symtab` (LLDB,
-    the one debugger that takes these files, keeps the program's own where a side file has none)."""
+    the one debugger that takes these files, keeps the program's own where a side file has none),
+    but where `symbols` (LLDB 16 to 21 take a side file after the program itself, and then only one
+    with a `.symtab`: lldb_plugin.sidefiles._add)."""
     at = place(program, directory, debug_file)
     if isinstance(at, Made):
         return at
@@ -306,7 +309,7 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
                                                          next(_STACK_FILES), ".eh" if eh_frame else ""))
     try:
         sidefile.write(program, path, callee_saved=False, debug_file=debug_file, only=starts, eh_frame=eh_frame,
-                        gaps=True, empty_unit=empty_unit, symbols=False)
+                        gaps=True, empty_unit=empty_unit, symbols=symbols)
     except NoSFrameError:
         return Made(None, NO_SFRAME, sframe=False)
     except SFrameError as exc:
