@@ -146,14 +146,15 @@ def test_first_stop_never_wrong_then_registers(tmp_path, monkeypatch, lldb):
     kind = ", CFA, RA and FP only" if lldb == 21 else " for the functions on the stacks"
     assert "sqlite: attached%s" % kind in info, info
     assert re.search(r"^@@ unit %s$" % (lldb == 23), s.stdout, re.M), out[-3000:]
-    # (LLDB 16 and 21: the program itself added first, then the side file, which replaced it)
+    # (the side file of the stacks' functions is the module's symbol file: on LLDB 16 and 21 it
+    # replaced the program itself, added first)
     symfile = re.search(r"^@@ symfile (.*)$", s.stdout, re.M).group(1)
     assert symfile.startswith(str(cache)) and symfile.endswith(".debug"), symfile
     # The first stop: right frames, no wrong register (those of outer frames are unavailable, but
     # where a frame's own rows say the FP is unchanged or saved).
     same, missing = _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, first stop" % lldb)
     assert missing > same, (same, missing)
-    # (and named as the program's own symbols name them: a file made at a stop carries none)
+    # (and named as the program's own symbols name them)
     names = _names(s.stdout, "first")
     assert names == _names(ref.stdout, "ref") and names.count("sqlite3ExprCodeTarget") > 10, names[:12]
     _settled(cache)
@@ -278,6 +279,34 @@ def test_imported_after_the_target_stopped_at_entry(tmp_path, monkeypatch, lldb)
     assert str(cache) not in before and str(cache) not in at_entry, (before, at_entry)
     assert at_stop.startswith(str(cache)), at_stop
     _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB %d, after the entry stop" % lldb)
+    _settled(cache)
+
+
+@pytest.mark.parametrize("lldb", [16, 21])
+def test_imported_after_a_bt(tmp_path, monkeypatch, lldb):
+    """The plugin imported at a stop where LLDB has already worked out its own `bt` without a
+    side file (wrong after a few frames): the side file, added after the program itself (the
+    module's symbol file, with a `.symtab`: lldb_plugin.sidefiles._add), replaces it, and LLDB's
+    `bt` is then the reference's, PCs and names."""
+    cache = tmp_path / "cfi"
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
+    eh, noeh = _copies("host" if lldb == 16 else "sid", tmp_path)
+    ref = run_lldb(lldb, _stop(eh, tmp_path, "ref") + ["process kill"], tmp_path, "ref%d" % lldb, preamble=False)
+    symfile = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
+    lines = _stop(noeh, tmp_path, "own") + [symfile, "command script import %s" % PLUGIN, symfile,
+                                             "script print('@@ late')", "bt", FRAMES, "script print('@@ end-late')",
+                                             "process kill"]
+    s = run_lldb(lldb, lines, tmp_path, "late%d" % lldb, preamble=False)
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out and "sframe:" not in out.replace("sframe: wrote", ""), \
+        out[-3000:]
+    before, after = re.findall(r"^@@ symfile (.*)$", s.stdout, re.M)
+    assert str(cache) not in before and after.startswith(str(cache)), (before, after)
+    want = _frames(ref.stdout, "ref")
+    own = [pc for pc, _ in _frames(s.stdout, "own")]
+    assert own and own != [pc for pc, _ in want], ("LLDB alone was right", own)
+    _compare(_frames(s.stdout, "late"), want, "LLDB %d, imported after a bt" % lldb)
+    assert _names(s.stdout, "late") == _names(ref.stdout, "ref")
     _settled(cache)
 
 

@@ -10,8 +10,9 @@ at their addresses, as SHT_NOBITS (GDB needs `.text` to relocate; elfutils the w
 of the program's, and takes a side file for a program without `.symtab` only with one: so the
 program's `.symtab` is copied, as `objcopy --only-keep-debug` keeps it, or where it has none, its
 `.dynsym`).  A side file without any, for a program with a `.symtab`, LLDB 16, 21 and 23 take too,
-keeping the program's symbols (tests/test_firststop.py): the files made at a stop carry none
-(`write(symbols=False)`), and are written sooner.
+keeping the program's symbols (tests/test_firststop.py): LLDB 23's files made at a stop carry none
+(`write(symbols=False)`), and are written sooner; LLDB 16 to 21's carry them (the program is
+added first: lldb_plugin.sidefiles._add).
 
 A debugger takes a side file as *the* separate debug file of the program (LLDB in place of the
 program's own debug information, GDB where the program has none), so it also carries the
