@@ -259,15 +259,24 @@ def _added_as(symfile):
     return symfile[:-len(".again")] if symfile.endswith(".again") else symfile
 
 
+def _program_symbols(path):
+    """Do the module's side files made at a stop carry the program's `.symtab`?  On LLDB 16 to 21
+    where it has one: they come after the program itself where it is the module's symbol file
+    (`_first_add`), and LLDB 16 refused a side file without a `.symtab` after a symbol file with
+    one (measured, after a file of one symbol): a later stop's file, replacing the first, too."""
+    return lldb_major() < EH_FRAME_FIRST and _has_section(path, ".symtab")
+
+
 def _first_add(module, path):
-    """The program itself (`path`) as the first of a side file's two adds (`_add`), or None: where
-    the module's symbol file is its own file (no side file or debug file to replace, and none lost
-    where LLDB then refuses the side file) and that has a `.symtab` (a program without one needs the
-    side file's symbols, made for it, first: LLDB 16 keeps the first symbol file's, measured)."""
+    """The program itself (`path`) as the first of a side file's two adds (`_add`), or None: on
+    LLDB 16 to 21, where the module's symbol file is its own file (no side file or debug file to
+    replace, and none lost where LLDB then refuses the side file) and that has a `.symtab` (a
+    program without one needs the side file's symbols, made for it, first: LLDB 16 keeps the first
+    symbol file's, measured)."""
     symfile = module.GetSymbolFileSpec().fullpath
     if symfile and os.path.realpath(symfile) != os.path.realpath(path):
         return None
-    return path if _has_section(path, ".symtab") else None
+    return path if _program_symbols(path) else None
 
 
 def _attach_file(debugger, target, module, path, twice=True, program=None):
@@ -286,12 +295,12 @@ def _attach_partial(debugger, target, module, path, starts, own, eh_frame=False)
     describes nothing: LLDB reads it with its DWARF reader alone, not also parsing the program's
     symbols once more (core.dwarf.emptyunit).  Not the others: LLDB 16 replaces the file it
     takes by another, and before LLDB 23 a module loses its load addresses where a side file
-    replaces one that holds debug information.  The others come after the program itself where
-    `_first_add` says so, and carry its `.symtab` then: LLDB (16, measured) takes no side file
-    without one after a symbol file with one."""
-    first = None if eh_frame else _first_add(module, path)
+    replaces one that holds debug information.  The others carry the program's `.symtab` where
+    `_program_symbols` says so, and come after the program itself where `_first_add` does."""
+    symbols = not eh_frame and _program_symbols(path)
+    first = _first_add(module, path) if symbols else None
     made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame, empty_unit=eh_frame,
-                             symbols=first is not None)
+                             symbols=symbols)
     if made.path is None:
         return None, (_not_attached(made.why) if made.sframe else None)
     failed = _attach_file(debugger, target, module, made.path, not eh_frame, first)

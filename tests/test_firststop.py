@@ -255,6 +255,41 @@ def test_lldb23_other_functions_before_the_registers(tmp_path, monkeypatch):
     assert same > 0 and missing <= same // 10, (same, missing)
 
 
+def test_lldb16_other_functions_before_the_registers(tmp_path, monkeypatch):
+    """LLDB 16 at a later stop whose stacks hold functions the first stop's side file lacks, the
+    side file with registers not written yet (the test holds its job's lock: no job runs): a side
+    file of those functions replaces the first, added twice (after a side file, not after the
+    program), with the program's `.symtab` as the first (lldb_plugin.sidefiles._program_symbols);
+    the frames and their names there are the reference's."""
+    cache = tmp_path / "cfi"
+    monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
+    eh, noeh = _copies("host", tmp_path)
+    later = ["breakpoint delete 1", "breakpoint set -n sqlite3VdbeExec", "process continue",
+             "script print('@@ second')", "bt", FRAMES, "script print('@@ end-second')"]
+    ref = run_lldb(16, _stop(eh, tmp_path, "ref") + later + ["process kill"], tmp_path, "ref", preamble=False)
+    symfile = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
+    at = sidecache.place(str(noeh), str(cache))
+    fd = os.open(at.beside(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        lines = _stop(noeh, tmp_path, "first") + [symfile] + later + [
+            symfile, "script print('@@ info')", "sframe info", "script print('@@ end-info')", "process kill"]
+        s = run_lldb(16, lines, tmp_path, "first")
+    finally:
+        os.close(fd)
+    out = s.stdout + s.stderr
+    assert s.returncode == 0 and "Traceback" not in out and "internal error" not in out, out[-3000:]
+    first, second = re.findall(r"^@@ symfile (.*)$", s.stdout, re.M)
+    stack = str(cache / "stack")
+    assert first.startswith(stack) and first.endswith(".debug"), first
+    assert second.startswith(stack) and second.endswith(".debug.again") and second[:-6] != first, second
+    assert "sqlite: attached for the functions on the stacks" in s.stdout.split("@@ info", 1)[1], out[-2000:]
+    _compare(_frames(s.stdout, "first"), _frames(ref.stdout, "ref"), "LLDB 16, first stop")
+    _compare(_frames(s.stdout, "second"), _frames(ref.stdout, "second"), "LLDB 16, second stop", 3)
+    names = _names(s.stdout, "second")
+    assert names == _names(ref.stdout, "second") and "sqlite3VdbeExec" in names, names[:8]
+
+
 @pytest.mark.parametrize("lldb", [16, 23])
 def test_imported_after_the_target_stopped_at_entry(tmp_path, monkeypatch, lldb):
     """The plugin imported into a target without a process (the program named on LLDB's command
@@ -301,7 +336,8 @@ def test_imported_after_a_bt(tmp_path, monkeypatch, lldb):
     assert s.returncode == 0 and "Traceback" not in out and "sframe:" not in out.replace("sframe: wrote", ""), \
         out[-3000:]
     before, after = re.findall(r"^@@ symfile (.*)$", s.stdout, re.M)
-    assert str(cache) not in before and after.startswith(str(cache)), (before, after)
+    # (the side file added once, after the program: not twice, by another name the second time)
+    assert str(cache) not in before and after.startswith(str(cache)) and after.endswith(".debug"), (before, after)
     want = _frames(ref.stdout, "ref")
     own = [pc for pc, _ in _frames(s.stdout, "own")]
     assert own and own != [pc for pc, _ in want], ("LLDB alone was right", own)
