@@ -64,6 +64,13 @@ def _stop(exe, work, tag, then=()):
              "script print('@@ %s')" % tag, "bt", FRAMES, "script print('@@ end-%s')" % tag] + list(then))
 
 
+# A second stop: the statement's execution, after its code was generated; not on the first stop's stacks.
+LATER = ["breakpoint delete 1", "breakpoint set -n sqlite3VdbeExec", "process continue",
+         "script print('@@ second')", "bt", FRAMES, "script print('@@ end-second')"]
+# The path of the program's symbol file, as LLDB has it.
+SYMFILE = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
+
+
 def _frames(stdout, tag):
     """[(PC, {register: value or None})] of the outer frames between a tag's markers."""
     block = stdout.split("@@ %s\n" % tag, 1)[1].split("@@ end-%s" % tag, 1)[0]
@@ -230,10 +237,7 @@ def test_lldb23_other_functions_before_the_registers(tmp_path, monkeypatch):
     cache = tmp_path / "cfi"
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
     eh, noeh = _copies("sid", tmp_path)
-    # (the second stop: the statement's execution, after its code was generated; not on the
-    # first stop's stacks)
-    later = ["breakpoint delete 1", "breakpoint set -n sqlite3VdbeExec", "process continue",
-             "script print('@@ second')", "bt", FRAMES, "script print('@@ end-second')"]
+    later = LATER
     ref = run_lldb(23, _stop(eh, tmp_path, "ref") + later + ["process kill"], tmp_path, "ref", preamble=False)
     lines = _stop(noeh, tmp_path, "first") + later + [
         "script print('@@ info')", "sframe info", "script print('@@ end-info')", "process kill"]
@@ -264,16 +268,14 @@ def test_lldb16_other_functions_before_the_registers(tmp_path, monkeypatch):
     cache = tmp_path / "cfi"
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
     eh, noeh = _copies("host", tmp_path)
-    later = ["breakpoint delete 1", "breakpoint set -n sqlite3VdbeExec", "process continue",
-             "script print('@@ second')", "bt", FRAMES, "script print('@@ end-second')"]
+    later = LATER
     ref = run_lldb(16, _stop(eh, tmp_path, "ref") + later + ["process kill"], tmp_path, "ref", preamble=False)
-    symfile = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
     at = sidecache.place(str(noeh), str(cache))
     fd = os.open(at.beside(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        lines = _stop(noeh, tmp_path, "first") + [symfile] + later + [
-            symfile, "script print('@@ info')", "sframe info", "script print('@@ end-info')", "process kill"]
+        lines = _stop(noeh, tmp_path, "first") + [SYMFILE] + later + [
+            SYMFILE, "script print('@@ info')", "sframe info", "script print('@@ end-info')", "process kill"]
         s = run_lldb(16, lines, tmp_path, "first")
     finally:
         os.close(fd)
@@ -300,11 +302,10 @@ def test_imported_after_the_target_stopped_at_entry(tmp_path, monkeypatch, lldb)
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
     eh, noeh = _copies("host" if lldb == 16 else "sid", tmp_path)
     ref = run_lldb(lldb, _stop(eh, tmp_path, "ref") + ["process kill"], tmp_path, "ref%d" % lldb, preamble=False)
-    symfile = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
-    lines = ["target create %s" % noeh, "command script import %s" % PLUGIN, symfile,
+    lines = ["target create %s" % noeh, "command script import %s" % PLUGIN, SYMFILE,
              "breakpoint set -n sqlite3ExprCodeTarget", "breakpoint modify -i 44 1",
-             "process launch -s -i /dev/null -- -init %s :memory:" % (tmp_path / "deep.sql"), symfile,
-             "process continue", symfile, "script print('@@ first')", "bt", FRAMES, "script print('@@ end-first')",
+             "process launch -s -i /dev/null -- -init %s :memory:" % (tmp_path / "deep.sql"), SYMFILE,
+             "process continue", SYMFILE, "script print('@@ first')", "bt", FRAMES, "script print('@@ end-first')",
              "process kill"]
     s = run_lldb(lldb, lines, tmp_path, "entry%d" % lldb, preamble=False)
     out = s.stdout + s.stderr
@@ -327,8 +328,7 @@ def test_imported_after_a_bt(tmp_path, monkeypatch, lldb):
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
     eh, noeh = _copies("host" if lldb == 16 else "sid", tmp_path)
     ref = run_lldb(lldb, _stop(eh, tmp_path, "ref") + ["process kill"], tmp_path, "ref%d" % lldb, preamble=False)
-    symfile = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
-    lines = _stop(noeh, tmp_path, "own") + [symfile, "command script import %s" % PLUGIN, symfile,
+    lines = _stop(noeh, tmp_path, "own") + [SYMFILE, "command script import %s" % PLUGIN, SYMFILE,
                                              "script print('@@ late')", "bt", FRAMES, "script print('@@ end-late')",
                                              "process kill"]
     s = run_lldb(lldb, lines, tmp_path, "late%d" % lldb, preamble=False)
