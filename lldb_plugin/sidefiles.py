@@ -254,11 +254,6 @@ def _add(debugger, target, path, twice=True, program=None):
     return None
 
 
-def _added_as(symfile):
-    """The file `_add` added, of the name LLDB has for the module's symbol file."""
-    return symfile[:-len(".again")] if symfile.endswith(".again") else symfile
-
-
 def _program_symbols(path):
     """Do the module's side files made at a stop carry the program's `.symtab`?  On LLDB 16 to 21
     where it has one: they come after the program itself where it is the module's symbol file
@@ -340,7 +335,7 @@ def _attach_one(debugger, target, module, major, report):
     if ours and sidecache.is_eh(symfile):
         # (a side file of the stacks' functions as .eh_frame, attached before this process: the
         # module's .debug_frame is still to come)
-        return _quick(debugger, target, module, path, own, report, True, _added_as(symfile))
+        return _quick(debugger, target, module, path, own, report, True, symfile)
     if ours and major not in REREADS_SIDE_FILES and sidecache.is_partial(symfile):
         # (attached before this process: LLDB reads it through the session)
         _SESSION_FILES[(_target_key(target), path)] = own
