@@ -224,12 +224,12 @@ def _add(debugger, target, path, twice=True, program=None):
     """`target symbols add` of a side file, twice: LLDB keeps the unwind plans it made for a module
     (at its creation, at a stop) when a first symbol file is added, and makes them again when a
     symbol file replaces another.  The first: the program itself, where given (`program`, the
-    module's symbol file already, with a `.symtab` the side file carries too: LLDB reads nothing new,
-    0.004 s with 50,000 functions; the side file then takes its place, and LLDB 16 unwinds with it,
-    measured at a first stop and after a `bt` without it), else the same file, added again by
-    another name (a hard link beside it).  Once
-    where not `twice`: LLDB 23 reads a first file's `.eh_frame` at once (measured), and each add
-    reads the file's symbols again.  (None: done; else LLDB's error.)"""
+    module's symbol file already, with a `.symtab` the side file carries too: LLDB reads nothing
+    new, 0.004 s with 50,000 functions; the side file then takes its place, and LLDB 16 unwinds
+    with it, measured at a first stop and after a `bt` without it), else the same file, added again
+    by another name (a hard link beside it).  Once where not `twice`: LLDB 23 reads a first file's
+    `.eh_frame` at once (measured), and each add reads the file's symbols again.  (None: done; else
+    LLDB's error.)"""
     if twice and program is not None:
         ok, text = run(debugger, "target symbols add %s" % shlex.quote(program), target)
         if ok:

@@ -294,8 +294,8 @@ def partial(program: str, starts: Optional[Collection[int]], directory: Optional
     processes that have ended are removed.  `eh_frame`: the rows as `.eh_frame`; `empty_unit`: with
     a compile unit that describes nothing (sidefile.write).  Without the program's `.symtab` (LLDB,
     the one debugger that takes these files, keeps the program's own where a side file has none),
-    but where `symbols` (LLDB 16 to 21 take a side file after the program itself, and then only one
-    with a `.symtab`: lldb_plugin.sidefiles._add)."""
+    but where `symbols` (LLDB 16 to 21's, added after the program itself: lldb_plugin.sidefiles
+    ._program_symbols)."""
     at = place(program, directory, debug_file)
     if isinstance(at, Made):
         return at
