@@ -262,16 +262,16 @@ def _program_symbols(path):
     return lldb_major() < EH_FRAME_FIRST and _has_section(path, ".symtab")
 
 
-def _first_add(module, path):
-    """The program itself (`path`) as the first of a side file's two adds (`_add`), or None: on
-    LLDB 16 to 21, where the module's symbol file is its own file (no side file or debug file to
-    replace, and none lost where LLDB then refuses the side file) and that has a `.symtab` (a
+def _first_add(module, path, symbols):
+    """The program itself (`path`) as the first of a side file's two adds (`_add`), or None: where
+    the side file carries the program's `.symtab` (`symbols`: `_program_symbols`' answer; a
     program without one needs the side file's symbols, made for it, first: LLDB 16 keeps the first
-    symbol file's, measured)."""
+    symbol file's, measured) and the module's symbol file is its own file (no side file or debug
+    file to replace, and none lost where LLDB then refuses the side file)."""
     symfile = module.GetSymbolFileSpec().fullpath
-    if symfile and os.path.realpath(symfile) != os.path.realpath(path):
+    if not symbols or symfile and os.path.realpath(symfile) != os.path.realpath(path):
         return None
-    return path if _program_symbols(path) else None
+    return path
 
 
 def _attach_file(debugger, target, module, path, twice=True, program=None):
@@ -293,7 +293,7 @@ def _attach_partial(debugger, target, module, path, starts, own, eh_frame=False)
     replaces one that holds debug information.  The others carry the program's `.symtab` where
     `_program_symbols` says so, and come after the program itself where `_first_add` does."""
     symbols = not eh_frame and _program_symbols(path)
-    first = _first_add(module, path) if symbols else None
+    first = _first_add(module, path, symbols)
     made = sidecache.partial(path, starts, debug_file=own, eh_frame=eh_frame, empty_unit=eh_frame,
                              symbols=symbols)
     if made.path is None:
@@ -428,7 +428,7 @@ def _attach_entry(debugger, target, module, path, symfile, made, report):
     if not (symfile and sidecache.is_entry_of(symfile, made)):
         # (LLDB may have taken another copy's side file by build ID: this one replaces it; an
         # entry carries the program's symbols)
-        failed = _attach_file(debugger, target, module, made.path, program=_first_add(module, path))
+        failed = _attach_file(debugger, target, module, made.path, program=_first_add(module, path, _program_symbols(path)))
         if failed is not None:
             return failed
     return _check(debugger, target, path, made.path) or SideFileStatus(SideFileState.PENDING, made.path, "no process")

@@ -71,6 +71,12 @@ LATER = ["breakpoint delete 1", "breakpoint set -n sqlite3VdbeExec", "process co
 SYMFILE = "script print('@@ symfile', lldb.target.GetModuleAtIndex(0).GetSymbolFileSpec().fullpath)"
 
 
+def _symtab(path):
+    """readelf's listing of the file's `.symtab` (None: it has none)."""
+    out = subprocess.run(["readelf", "-sW", str(path)], capture_output=True, text=True, check=True).stdout
+    return out.split("Symbol table '.symtab'", 1)[1] if "Symbol table '.symtab'" in out else None
+
+
 def _frames(stdout, tag):
     """[(PC, {register: value or None})] of the outer frames between a tag's markers."""
     block = stdout.split("@@ %s\n" % tag, 1)[1].split("@@ end-%s" % tag, 1)[0]
@@ -237,9 +243,8 @@ def test_lldb23_other_functions_before_the_registers(tmp_path, monkeypatch):
     cache = tmp_path / "cfi"
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
     eh, noeh = _copies("sid", tmp_path)
-    later = LATER
-    ref = run_lldb(23, _stop(eh, tmp_path, "ref") + later + ["process kill"], tmp_path, "ref", preamble=False)
-    lines = _stop(noeh, tmp_path, "first") + later + [
+    ref = run_lldb(23, _stop(eh, tmp_path, "ref") + LATER + ["process kill"], tmp_path, "ref", preamble=False)
+    lines = _stop(noeh, tmp_path, "first") + LATER + [
         "script print('@@ info')", "sframe info", "script print('@@ end-info')", "process kill"]
     s = run_lldb(23, lines, tmp_path, "first")
     out = s.stdout + s.stderr
@@ -253,7 +258,7 @@ def test_lldb23_other_functions_before_the_registers(tmp_path, monkeypatch):
         assert "sqlite: attached, CFA, RA and FP only" in info, info
         assert missing > 0, (same, missing)
     _settled(cache)
-    s2 = run_lldb(23, _stop(noeh, tmp_path, "later") + later + ["process kill"], tmp_path, "later")
+    s2 = run_lldb(23, _stop(noeh, tmp_path, "later") + LATER + ["process kill"], tmp_path, "later")
     assert s2.returncode == 0, s2.stdout[-3000:]
     same, missing = _compare(_frames(s2.stdout, "second"), _frames(ref.stdout, "second"), "LLDB 23, next session", 3)
     assert same > 0 and missing <= same // 10, (same, missing)
@@ -268,13 +273,12 @@ def test_lldb16_other_functions_before_the_registers(tmp_path, monkeypatch):
     cache = tmp_path / "cfi"
     monkeypatch.setenv("SFRAME_CFI_CACHE", str(cache))
     eh, noeh = _copies("host", tmp_path)
-    later = LATER
-    ref = run_lldb(16, _stop(eh, tmp_path, "ref") + later + ["process kill"], tmp_path, "ref", preamble=False)
+    ref = run_lldb(16, _stop(eh, tmp_path, "ref") + LATER + ["process kill"], tmp_path, "ref", preamble=False)
     at = sidecache.place(str(noeh), str(cache))
     fd = os.open(at.beside(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        lines = _stop(noeh, tmp_path, "first") + [SYMFILE] + later + [
+        lines = _stop(noeh, tmp_path, "first") + [SYMFILE] + LATER + [
             SYMFILE, "script print('@@ info')", "sframe info", "script print('@@ end-info')", "process kill"]
         s = run_lldb(16, lines, tmp_path, "first")
     finally:
@@ -383,33 +387,27 @@ def test_stack_file_symbols_with_a_debug_file(tmp_path):
     subprocess.run(["objcopy", "--strip-debug", str(built), str(kept)], check=True)
     subprocess.run(["strip", "-s", "-o", str(stripped), str(built)], check=True)
 
-    def symtab(path):
-        out = subprocess.run(["readelf", "-sW", str(path)], capture_output=True, text=True, check=True).stdout
-        return out.split("Symbol table '.symtab'", 1)[1] if "Symbol table '.symtab'" in out else None
-    want = symtab(debug)
-    assert want and " main\n" in want and symtab(kept) and symtab(stripped) is None
+    want = _symtab(debug)
+    assert want and " main\n" in want and _symtab(kept) and _symtab(stripped) is None
     for program, wanted in ((kept, None), (stripped, want)):
         made = sidecache.partial(str(program), None, str(tmp_path / ("cfi-" + program.name)), debug_file=str(debug))
         assert made.path is not None, made
-        assert symtab(made.path) == wanted, (program, (symtab(made.path) or "")[:300])
+        assert _symtab(made.path) == wanted, (program, (_symtab(made.path) or "")[:300])
 
 
 def test_stack_file_with_the_program_symbols(tmp_path):
     """A side file made at a stop for LLDB 16 to 21 (sidecache.partial(symbols=True)): it carries
-    the program's symbols, as they are (LLDB takes it after the program itself, and then only a
-    file with a `.symtab`: lldb_plugin.sidefiles._add)."""
+    the program's symbols, as they are (LLDB takes it after the program itself:
+    lldb_plugin.sidefiles._program_symbols)."""
     built = realprogs.build("host", "lua")
     noeh = tmp_path / "lua"
     subprocess.run(["objcopy", "--strip-debug", "-R", ".eh_frame", "-R", ".eh_frame_hdr", str(built), str(noeh)],
                    check=True)
 
-    def symtab(path):
-        out = subprocess.run(["readelf", "-sW", str(path)], capture_output=True, text=True, check=True).stdout
-        return out.split("Symbol table '.symtab'", 1)[1] if "Symbol table '.symtab'" in out else None
     made = sidecache.partial(str(noeh), None, str(tmp_path / "cfi"), symbols=True)
     assert made.path is not None, made
-    want = symtab(noeh)
-    assert want and " main\n" in want and symtab(made.path) == want
+    want = _symtab(noeh)
+    assert want and " main\n" in want and _symtab(made.path) == want
 
 
 def test_job_started_leaves_no_child_behind(tmp_path):
