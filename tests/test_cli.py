@@ -43,6 +43,27 @@ def test_every_function_symbol_is_covered_with_the_right_bounds(frames):
             assert parse_address("%s+4" % name, img) == addr + 4
 
 
+@pytest.mark.parametrize("utf8", [False, True])
+def test_symbol_names_and_a_global_alias_over_a_local(tmp_path, utf8):
+    """A global alias of a local function is the name at their address (.symtab lists locals
+    first), in an ASCII string table and in one with a UTF-8 name (decoded each way)."""
+    src = tmp_path / "a.c"
+    src.write_text("static int inner(int x) { return x * 3 + 1; }\n"
+                   "int outer(int) __attribute__((alias(\"inner\")));\n"
+                   "__attribute__((noinline)) int %s(int x) { return outer(x) + 2; }\n"
+                   "int main(int c, char **v) { (void)v; return %s(c); }\n" % (("caf\u00e9",) * 2 if utf8 else ("cafe",) * 2),
+                   encoding="utf-8")
+    exe = tmp_path / "a"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True)
+    syms = toolchains.function_symbols(exe)
+    img = ElfImage(str(exe))
+    name = "caf\u00e9" if utf8 else "cafe"
+    assert img.symbolize(syms[name][0] + 1) == (name, 1)
+    assert syms["outer"][0] == syms["inner"][0]
+    assert img.symbolize(syms["inner"][0]) == ("outer", 0)
+    assert img.function_at(syms["inner"][0] + 1)[2] == "outer"
+
+
 @pytest.mark.parametrize("tc,cfa,ra,fp", [
     ("host", "CFA = rsp + 8", "RA = [CFA - 8] (fixed offset from the header)", "rbp unchanged"),
     ("trixie", "CFA = rsp + 8", "RA = [CFA - 8] (fixed offset from the header)", "rbp unchanged"),

@@ -540,6 +540,8 @@ class ElfImage:
         wide = self.elfclass == 64
         layout = order + ("IBBHQQ" if wide else "IIIBBH")
         size = struct.calcsize(layout)
+        # Where st_info, st_shndx, st_value and st_size are in a record (st_name is first).
+        info, shndx, value, size_ = (1, 3, 4, 5) if wide else (3, 5, 1, 2)
         for name in (".symtab", ".dynsym"):
             tab = _section_named(sections, name)
             if tab is None or tab.type == SHT_NOBITS or tab.link >= len(sections):
@@ -548,21 +550,13 @@ class ElfImage:
             data = data[:len(data) - len(data) % size]
             if at is not None:
                 data = _entries_with(data, size, 8 if wide else 4, struct.pack(order + ("Q" if wide else "I"), at))
-            out = []
-            for fields in struct.iter_unpack(layout, data):
-                if self.elfclass == 64:
-                    st_name, info, _other, shndx, value, st_size = fields
-                else:
-                    st_name, value, st_size, info, _other, shndx = fields
-                if info & 0xF not in _FUNC_TYPES or not st_name:
-                    continue
-                if self.relocatable:
-                    if not 0 < shndx < min(len(self._addrs), _SHN_LORESERVE):
-                        continue
-                    value += self._addrs[shndx]
-                elif not value:
-                    continue
-                out.append((value, st_size, st_name, info >> 4))
+            # (Comprehensions, the fields by position: a program may have hundreds of thousands.)
+            funcs = [f for f in struct.iter_unpack(layout, data) if f[info] & 0xF in _FUNC_TYPES and f[0]]
+            if self.relocatable:
+                addrs, limit = self._addrs, min(len(self._addrs), _SHN_LORESERVE)
+                out = [(f[value] + addrs[f[shndx]], f[size_], f[0], f[info] >> 4) for f in funcs if 0 < f[shndx] < limit]
+            else:
+                out = [(f[value], f[size_], f[0], f[info] >> 4) for f in funcs if f[value]]
             if out or at is not None:      # (with `at`: the first table's, found or not)
                 return section_data(elf, sections[tab.link]), out
         return b"", []
@@ -571,13 +565,15 @@ class ElfImage:
         """Function symbols (address, size, name), sorted by address; only functions' names are
         decoded."""
         strtab, found = self._function_symbols(elf, sections)
-        syms: Dict[int, Tuple[int, int, int]] = {}
-        for value, st_size, st_name, bind in found:
-            old = syms.get(value)
-            # Prefer global names over local aliases at the same address.
-            if old is None or (bind == _STB_GLOBAL and old[2] != _STB_GLOBAL):
-                syms[value] = (st_size, st_name, bind)
-        return [(addr, st_size, _name_at(strtab, st_name)) for addr, (st_size, st_name, _bind) in sorted(syms.items())]
+        # At an address the first global symbol, else the first (a global name over local aliases).
+        syms = {f[0]: f for f in reversed(found)}
+        syms.update({f[0]: f for f in reversed(found) if f[3] == _STB_GLOBAL})
+        kept = sorted(syms.values())
+        if strtab.isascii():       # (every name decoded at once: most tables are ASCII)
+            text = strtab.decode("ascii") + "\0"
+            find = text.find
+            return [(addr, st_size, text[st_name:find("\0", st_name)]) for addr, st_size, st_name, _bind in kept]
+        return [(addr, st_size, _name_at(strtab, st_name)) for addr, st_size, st_name, _bind in kept]
 
     def extent_at(self, addr: int) -> Optional[Tuple[int, int]]:
         """(start, size) of the function symbol `function_at` finds, without reading every
