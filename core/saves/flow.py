@@ -36,6 +36,10 @@ state the code before them leaves, as the CFI's rows carry on over them; so does
 an s390x EXRL executes (never a PC of its own: it runs as part of the EXRL).
 """
 
+# (Annotations not evaluated: a function defined inside another, as for each instruction, then
+# costs no typing look-ups.)
+from __future__ import annotations
+
 import dataclasses
 import enum
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -49,6 +53,12 @@ class Flow(enum.Enum):
     INDIRECT = 4    # a jump through a register: anywhere in the function (or a tail call)
     STOP = 5        # return, trap: no successor in the function
     INDIRECT_OR_NEXT = 6   # a conditional jump through a register
+
+
+# The flows by what follows them (tuples: `in` compares members by identity first).
+FALLS_THROUGH = (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT)   # to the next op
+TO_TARGET = (Flow.BRANCH, Flow.JUMP)                                          # to `target`
+INDIRECT = (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT)                             # through a register
 
 
 class Op(NamedTuple):
@@ -159,7 +169,8 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
     whole), None where not known.  `facts`: (rules_at(op.addr), frame_at(op.addr)) of each op, in
     place of the two calls per op, where the caller has them."""
     n = len(ops)
-    where = {op.addr: k for k, op in enumerate(ops)}
+    addrs = [op[0] for op in ops]          # (an Op's address and length: its first two fields)
+    where = dict(zip(addrs, range(n)))
     slot_of = {r: k for k, r in enumerate(regs)}
     states: List[Optional[State]] = [None] * n
     if facts is not None:
@@ -169,13 +180,13 @@ def analyse(ops: Sequence[Op], regs: Sequence[int], sp_reg: int, fp_reg: int, en
         sframe = [rules_at(op.addr) for op in ops]
         frames = [frame_at(op.addr) for op in ops] if frame_at is not None else None
     sps = [cfa_sp for cfa_sp, _cfa_fp in sframe]
-    joined = [k + 1 < n and ops[k + 1].addr == op.addr + op.length for k, op in enumerate(ops)]
+    joined = [op[0] + op[1] == after for op, after in zip(ops, addrs[1:])] + [False] if n else []
     inside = _lands_inside(ops, where, joined)
     if inside:
         return states, inside
     # What each op is, worked out once (the ops of a loop are visited again): does it leave the
-    # registers alone (_quiet_op), does control only fall through from it to the next op?
-    quiet = [_quiet_op(op, slot_of) for op in ops]
+    # registers alone (_quiet_ops), does control only fall through from it to the next op?
+    quiet = _quiet_ops(ops, slot_of)
     straight = _straight(ops, joined, pads)
 
     def run(work: List[int], frozen: Sequence[bool]) -> None:
@@ -249,13 +260,13 @@ def _successors(ops: Sequence[Op], k: int, out: State, joined: Sequence[bool], w
     """Where control goes from op k (`out`: the state after it), as op numbers."""
     op = ops[k]
     succ = []
-    if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and joined[k]:
+    if op.flow in FALLS_THROUGH and joined[k]:
         succ.append(k + 1)
-    if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
+    if op.flow in TO_TARGET and op.target in where:
         succ.append(where[op.target])
-    if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) and op.targets is not None:
+    if op.flow in INDIRECT and op.targets is not None:
         succ.extend(where[t] for t in op.targets if t in where)
-    elif op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+    elif op.flow in INDIRECT:
         succ.extend(anywhere(ops, sps, out.sp, frames, None if frames is None else frames[k]))
     if pads and k in pads:
         succ.append(pads[k])
@@ -268,7 +279,7 @@ def _lands_inside(ops: Sequence[Op], where: Dict[int, int], joined: Sequence[boo
     pieces = [ops[0].addr] + [ops[k + 1].addr for k in range(n - 1) if not joined[k]]
     ends = [op.addr + op.length for k, op in enumerate(ops) if not joined[k]]
     for op in ops:
-        if op.target is not None and op.flow in (Flow.BRANCH, Flow.JUMP) and op.target not in where \
+        if op.target is not None and op.flow in TO_TARGET and op.target not in where \
                 and any(a <= op.target < b for a, b in zip(pieces, ends)):
             return "a branch at %#x lands inside the instruction at %#x" % (op.addr, op.target)
     return None
@@ -290,6 +301,8 @@ def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]])
     """Memory written over a slot that holds a saved register: the caller's value is gone from it
     (its own register stored there again included: it may have changed since).  A write at a
     place not known here is not taken to hit one: compilers never write a live save slot."""
+    if not (op.clobbers or op.stores):
+        return
     for base, off, size in op.clobbers + tuple((base, off, 8) for _reg, base, off in op.stores):
         at = place(base, off, False)
         if at is not None:
@@ -300,18 +313,19 @@ def _forget_overwritten(op: Op, regs: list, place: Callable[..., Optional[int]])
 
 def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int, fp_reg: int,
               quiet: bool) -> State:
-    """The state after `op` from the state before it; `quiet`: _quiet_op(op, slot_of)."""
+    """The state after `op` from the state before it; `quiet`: _quiet_ops' answer for it."""
     cfa_sp, cfa_fp = sframe
-    if cfa_sp is not None and state.sp is not None and cfa_sp != state.sp:
+    state_sp, state_regs, state_rel = state
+    if cfa_sp is not None and state_sp is not None and cfa_sp != state_sp:
         sp = None               # SFrame and the instructions disagree (CFI written late): trust neither
     else:
-        sp = cfa_sp if cfa_sp is not None else state.sp
+        sp = cfa_sp if cfa_sp is not None else state_sp
     if quiet and _quiet_state(op, state):
-        return _new(State, (_sp_after(op, sp, cfa_fp), state.regs, state.rel))
-    regs = list(_kept(state.regs, sp))
-    if not _writes_no_memory(op):        # it may write a restored register's slot, free again
-        regs = [None if isinstance(r, Restored) else r for r in regs]
-    rel = dict(state.rel)
+        return _new(State, (_sp_after(op, sp, cfa_fp), state_regs, state_rel))
+    regs = list(_kept(state_regs, sp))
+    if not _writes_no_memory(op) and Restored in map(type, regs):
+        regs = [None if isinstance(r, Restored) else r for r in regs]   # (a restored one's slot is free again)
+    rel = dict(state_rel)
 
     def place(base: int, off: Optional[int], below: bool = True) -> Optional[int]:
         """The CFA-relative slot of [base + off] (below the CFA, where a save lies), or None."""
@@ -328,7 +342,7 @@ def _transfer(op: Op, state: State, sframe, slot_of: Dict[int, int], sp_reg: int
     _forget_overwritten(op, regs, place)
     _saves_and_restores(op, regs, place, slot_of)
     _follow_addresses(op, rel, sp, sp_reg)
-    return State(_sp_after(op, sp, cfa_fp), tuple(regs), tuple(sorted(rel.items())))
+    return _new(State, (_sp_after(op, sp, cfa_fp), tuple(regs), tuple(sorted(rel.items())) if rel else ()))
 
 
 _new = tuple.__new__     # (a State from its fields, without the NamedTuple's Python-level constructor)
@@ -345,13 +359,17 @@ def _sp_after(op: Op, sp: Optional[int], cfa_fp: Optional[int]) -> Optional[int]
     return sp
 
 
-def _quiet_op(op: Op, slot_of: Dict[int, int]) -> bool:
-    """Does `op` leave the registers' states as they are, whatever they are but restored or parked
-    ones, and the frame addresses but those in the registers it writes (most instructions): no
-    store, load, copy or other write of memory or of a tracked register, no call?  (With
-    _quiet_state: what the rest of _transfer would leave alone.)"""
-    return not (op.stores or op.loads or op.clobbers or op.copy is not None or op.derives is not None
-                or op.flow is Flow.CALL or op.writes_all or not slot_of.keys().isdisjoint(op.writes))
+def _quiet_ops(ops: Sequence[Op], slot_of: Dict[int, int]) -> List[bool]:
+    """Per op: does it leave the registers' states as they are, whatever they are but restored or
+    parked ones, and the frame addresses but those in the registers it writes (most instructions):
+    no store, load, copy or other write of memory or of a tracked register, no call?  (With
+    _quiet_state: what the rest of _transfer would leave alone.)  (The fields unpacked by
+    position: every op of every function analysed is asked.)"""
+    tracked, call = slot_of.keys(), Flow.CALL
+    return [not (stores or loads or clobbers or copy is not None or derives is not None or flow is call
+                 or writes_all or not tracked.isdisjoint(writes))
+            for (_addr, _length, flow, _target, stores, loads, _sp, _sp_from_fp, _fp_from_sp, writes, writes_all,
+                 clobbers, _nop, _targets, derives, _gone, _returns, copy, _executes) in ops]
 
 
 # The registers' tuple _quiet_state last found holding nothing restored or parked (most ops pass

@@ -17,11 +17,15 @@ landing pads (its exception table, where the file's are known: `index.exceptions
 exception tables are not known, a function that throws counts as returning.
 """
 
+# (Annotations not evaluated: a function defined inside another, as for each instruction, then
+# costs no typing look-ups.)
+from __future__ import annotations
+
 import re
 from typing import Callable, Dict, List, Optional
 
 from ..arch import abi as abimod
-from .flow import Flow
+from .flow import FALLS_THROUGH, INDIRECT, TO_TARGET, Flow
 from .save import landing_pads, symbol_of
 
 # glibc's noreturn functions a program calls (by their names, without @plt or a version).
@@ -132,7 +136,7 @@ def _never_returns(search: "Search", target: int, depth: int):
     tables = search.tables
     while work:
         k = work.pop()
-        if tables is not None and ops[k].flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+        if tables is not None and ops[k].flow in INDIRECT:
             ops, tables = tables(code, fde.start) or ops, None     # (the same instructions, targets found)
         succ = _successors(ops, k, where, code, fde.start, gone)
         if succ is None or throws:
@@ -156,17 +160,17 @@ def _successors(ops, k, where, code, start, gone):
         return None                                      # a return (or a conditional one)
     if op.flow is Flow.STOP:
         return []                                        # a trap
-    if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+    if op.flow in INDIRECT:
         if op.targets is None:
             return None
         succ.extend(where[t] for t in op.targets if t in where)
     if op.flow is Flow.CALL and gone(op.target):
         return succ
-    if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT):
+    if op.flow in FALLS_THROUGH:
         if k + 1 >= len(ops):
             return None
         succ.append(k + 1)
-    if op.flow in (Flow.BRANCH, Flow.JUMP):
+    if op.flow in TO_TARGET:
         if op.target in where:
             succ.append(where[op.target])
         elif not gone(op.target):

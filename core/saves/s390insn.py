@@ -14,7 +14,7 @@ r6-r13 there) is a save this analysis does not follow: it makes the register unk
 from typing import Dict, List, Optional, Tuple
 
 from . import jumptables
-from .flow import Flow, Op
+from .flow import TO_TARGET, Flow, Op
 
 SP, FP = 15, 11
 
@@ -324,7 +324,7 @@ def _traps(ops: List[Op], code: bytes, start: int) -> List[Op]:
     end = start + len(code)
     for k, op in enumerate(ops):
         t = op.target
-        if op.flow in (Flow.BRANCH, Flow.JUMP) and t is not None and start <= t < end and t not in starts \
+        if op.flow in TO_TARGET and t is not None and start <= t < end and t not in starts \
                 and t % 2 == 0 and code[t - start] == 0:
             ops[k] = op._replace(flow=Flow.NEXT if op.flow is Flow.BRANCH else Flow.STOP, target=None)
     return ops

@@ -187,10 +187,10 @@ class X86Function:
     def _fp_prologues(self, insns, targets) -> set:
         """The pushes after each `mov %rsp, %rbp` save at %rbp - 8, - 16, ... (they count where the
         CFA is %rbp-based, i.e. where %rbp still holds that value).  Returns the pushes' indexes."""
-        dwarf = X.DWARF_OF_HW
+        dwarf, mov_fp_sp = X.DWARF_OF_HW, X.Kind.MOV_FP_SP
         in_run = set()
         for k, ins in enumerate(insns):
-            if ins.kind is not X.Kind.MOV_FP_SP:
+            if ins.kind is not mov_fp_sp:
                 continue
             after = ins.addr + ins.length
             r_before = self._rules_at(ins.addr)
@@ -260,10 +260,10 @@ class X86Function:
     def _other_saves(self, insns, in_run):
         """Pushes SFrame does not show: a register with one cannot be called unchanged where no
         proved save covers it."""
-        dwarf = X.DWARF_OF_HW
+        dwarf, push = X.DWARF_OF_HW, X.Kind.PUSH
         wanted = set(self.regs)
         for k, ins in enumerate(insns):
-            if ins.kind is X.Kind.PUSH and k not in in_run:
+            if ins.kind is push and k not in in_run:
                 reg = dwarf[ins.reg]
                 if reg in wanted:
                     self.unexplained.setdefault(reg, "pushed at %#x where SFrame does not show the push" % ins.addr)

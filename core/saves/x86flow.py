@@ -182,19 +182,20 @@ def control(code: bytes, start: int, measured: Optional[Tuple[List[X.Insn], int]
         return None
     out: List[Op] = []
     append = out.append
-    for ins in insns:
-        addr, length = ins.addr, ins.length
-        if ins.quiet:
+    branch, jump_indirect = X.Kind.BRANCH, X.Kind.JUMP_INDIRECT
+    # (An Insn's fields unpacked in their order: every instruction of every callee asked about.)
+    for addr, length, kind, _reg, target, _sp_write, transfer, quiet, _writes in insns:
+        if quiet:
             append(_AT(Op, (addr, length) + _NOP))
-        elif ins.kind is X.Kind.BRANCH or ins.transfer:
+        elif kind is branch or transfer:
             try:
                 f = _Head(code, addr - start)
             except IndexError:
                 append(Op(addr, length, sp=None, writes_all=True))
                 continue
-            if ins.kind is X.Kind.BRANCH:
-                append(_AT(Op, (addr, length, _branch_flow(f), ins.target) + _AFTER_TARGET))
-            elif ins.kind is X.Kind.JUMP_INDIRECT:
+            if kind is branch:
+                append(_AT(Op, (addr, length, _branch_flow(f), target) + _AFTER_TARGET))
+            elif kind is jump_indirect:
                 append(Op(addr, length, Flow.INDIRECT))
             else:
                 flow = _transfer_flow(f)
