@@ -145,7 +145,8 @@ class FlowFunction:
         def tables(code, start):
             return self._decoded(abi, index, code, start, read_code)
         search = noreturn.Search(abi, index, read_code, symbolize, decode, tables if self.tables_later else None)
-        return [op._replace(flow=flow.Flow.STOP, gone=True) if op.flow is flow.Flow.CALL and op.target is not None
+        call, stop = flow.Flow.CALL, flow.Flow.STOP
+        return [op._replace(flow=stop, gone=True) if op.flow is call and op.target is not None
                 and search.never_returns(op.target) else op
                 for op in ops]
 

@@ -504,12 +504,13 @@ def _reg_only(raw: bytes, opcode: int) -> Optional[Tuple[int, int]]:
 
 
 _OPS: dict = {}      # an instruction's bytes -> its Op's fields after the address
+_BRANCH = X.Kind.BRANCH
 
 
 def _op(code: bytes, pos: int, ins: X.Insn) -> Op:
     """The Op of the measured instruction `ins` at code[pos:].  Each but a relative branch's is
     its bytes' alone, apart from its address: made once per bytes (a function repeats most)."""
-    if ins.kind is X.Kind.BRANCH:
+    if ins.kind is _BRANCH:
         # (_made's, from prebuilt fields: a relative branch's Op is its flow's and its target's)
         try:
             flow = _branch_flow(_Head(code, pos))
