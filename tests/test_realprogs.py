@@ -20,7 +20,7 @@ from sframekit.core.checks.registers import Verdict, check_registers, summary_li
 from sframekit.core.dwarf import writer
 from sframekit.core.elf import sidefile
 from sframekit.core.elf.image import ElfImage
-from sframekit.core.saves import flow, x86flow, x86insn
+from sframekit.core.saves import flow, x86, x86flow, x86insn
 from sframekit.core.saves import flow_analyser as FA
 from sframekit.core.sframe.index import SFrameIndex
 
@@ -125,7 +125,8 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     (core.saves.x86insn.Ahead), each instruction measured by the decoder's general path and
     classified anew (no shapes remembered), a
     branch's flow from its whole form (_Form, not _Head), each op's SFrame facts asked of the
-    rows one by one (flow_analyser._per_op)."""
+    rows one by one (flow_analyser._per_op), a leaf that saves nothing analysed as any other
+    function, not answered at once (X86Function.constant_at_once)."""
     exe = RP.build(tc, name)
     sidefile.write(str(exe), str(tmp_path / "fast.debug"), workers=1, all_functions=True)
     monkeypatch.setattr(flow, "_quiet_state", lambda op, state: False)
@@ -137,12 +138,39 @@ def test_side_file_without_the_shortcuts(roots, tmp_path, monkeypatch, tc, name)
     monkeypatch.setattr(x86insn, "_SHAPES_0F", _Forgetful())
     monkeypatch.setattr(x86flow, "_Head", x86flow._Form)
     monkeypatch.setattr(FA, "_per_op", lambda ops, starts, facts: None)
+    monkeypatch.setattr(x86.X86Function, "constant_at_once", staticmethod(lambda *args: None))
     monkeypatch.setattr(FA.X86FlowFunction, "tables_later", False)
     monkeypatch.setattr(FA.X86FlowFunction, "control", classmethod(
         lambda cls, abi, code, start, read=None, elsewhere=None, index=None:
         cls.decode(abi, code, start, read, None, None, elsewhere)))
     sidefile.write(str(exe), str(tmp_path / "slow.debug"), workers=1, all_functions=True)
     assert (tmp_path / "fast.debug").read_bytes() == (tmp_path / "slow.debug").read_bytes()
+
+
+def test_leaves_answered_without_their_object(roots, tmp_path, monkeypatch):
+    """A side file's writer answers a leaf that saves nothing without making its analyser's
+    object (X86Function.constant_at_once): sid's SQLite has hundreds (that the answers are the
+    object's: test_side_file_without_the_shortcuts); a function with a push is made one."""
+    exe = RP.build("sid", "sqlite")
+    made, at_once = [], []
+    real_init, real_at_once = x86.X86Function.__init__, x86.X86Function.constant_at_once
+
+    def init(self, abi, index, fde, *args, **kwargs):
+        made.append(fde.start)
+        real_init(self, abi, index, fde, *args, **kwargs)
+
+    def quick(abi, index, fde, *args):
+        got = real_at_once(abi, index, fde, *args)
+        if got is not None:
+            at_once.append(fde.start)
+        return got
+    monkeypatch.setattr(x86.X86Function, "__init__", init)
+    monkeypatch.setattr(x86.X86Function, "constant_at_once", staticmethod(quick))
+    sidefile.write(str(exe), str(tmp_path / "x.debug"), workers=1, all_functions=True)
+    sf = ElfImage(str(exe)).require_sframe()
+    assert len(at_once) > 200 and not set(at_once) & set(made)
+    assert len(made) + len(at_once) <= len(SFrameIndex(sf.data, sf.address))
+    assert T.function_symbols(exe)["sqlite3_step"][0] in made       # (its frame allocated: two rows and more)
 
 
 def test_cold_parts_parents_decoded_once(roots, tmp_path, monkeypatch):

@@ -150,6 +150,17 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
     return func
 
 
+def _at_once(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize],
+             ahead: x86insn.Ahead) -> Optional[Dict[int, Save]]:
+    """The function's one answer where its analyser proves it without its object (X86Function.
+    constant_at_once: a leaf that saves nothing), for a function not analysed yet; else None."""
+    at_once = getattr(_ANALYSERS.get(abi.sframe_abi), "constant_at_once", None)
+    if at_once is None or fde.size > MAX_FUNCTION_SIZE or fde.start in index.saves \
+            or _entry_problem(abi, fde, symbol_of(symbolize, fde.start)) is not None:
+        return None
+    return at_once(abi, index, fde, read_code, ahead)
+
+
 def writing(index, lo: Optional[int] = None, hi: Optional[int] = None) -> None:
     """`table` is about to be asked of each function starting in [lo, hi) in turn (a side file's
     writer, a part of the functions at a time; None: no bound): what is measured ahead of a
@@ -169,6 +180,9 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
         # (Every function's table is asked for, one after another: the instructions the
         # never-returns search measures of a callee are worth keeping for its own turn.)
         ahead = index.ahead = x86insn.Ahead()
+    same = _at_once(abi, index, fde, read_code, symbolize, ahead)
+    if same is not None:
+        return [(fde.start, same)]
     func = _function(abi, index, fde, read_code, symbolize, regs, ahead)
     if func is None:
         return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]

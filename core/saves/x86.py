@@ -45,6 +45,20 @@ _READ_ONLY_DICT: Any = MappingProxyType({})
 _READ_ONLY_SET: Any = frozenset()
 
 
+def saves_nothing(insns: List[X.Insn], wanted_hw: frozenset) -> bool:
+    """Does the function push, store or write no callee-saved register (`wanted_hw`: their
+    hardware numbers) and set up no frame pointer?  (Most do: then X86Function's passes would
+    find nothing.)  The first instruction that does ends the search: most often a push at the
+    entry."""
+    push, mov_fp_sp, store = X.Kind.PUSH, X.Kind.MOV_FP_SP, X.Kind.STORE
+    # (An Insn's fields unpacked in their order: fewer look-ups per instruction than by name.)
+    for _addr, _length, kind, reg, _t, _sp_write, _transfer, _nop, writes in insns:
+        if kind is push or kind is mov_fp_sp or kind is store and reg in wanted_hw \
+                or writes and not wanted_hw.isdisjoint(writes):
+            return False
+    return True
+
+
 class X86Function:
     """The save facts of one x86-64 function, found once; `at(match)` answers per PC."""
 
@@ -105,27 +119,20 @@ class X86Function:
         fde = self.fde
         lo = fde.start
         hi = lo + fde.size
-        branch, push, mov_fp_sp, store = X.Kind.BRANCH, X.Kind.PUSH, X.Kind.MOV_FP_SP, X.Kind.STORE
-        wanted = self._wanted_hw
+        branch = X.Kind.BRANCH
         targets = []
         # Up to here the only way from the entry is straight down: no jump lands in between, none leaves.
         straight = hi
-        # Does the function push, store or write no callee-saved register and set up no frame
-        # pointer?  (Most do: then the passes below would find nothing.)
-        quiet = True
         # (An Insn's fields unpacked in their order: fewer look-ups per instruction than by name.)
-        for addr, length, kind, reg, t, _sp_write, transfer, _nop, writes in insns:
+        for addr, length, kind, _reg, t, _sp_write, transfer, _nop, _writes in insns:
             if kind is branch and t is not None:
                 targets.append(t)
                 if lo < t < straight:
                     straight = t
             if (transfer or kind is branch) and addr + length < straight:
                 straight = addr + length
-            if quiet and (kind is push or kind is mov_fp_sp or kind is store and reg in wanted
-                          or writes and not wanted.isdisjoint(writes)):
-                quiet = False
         self.straight_until = straight
-        if quiet:
+        if saves_nothing(insns, self._wanted_hw):
             return    # (no push: _sp_growth would find no save, and its allocations count only beside one)
         self.runs, self.unexplained, self.poisoned, self.run_saves, self.run_conflict = [], {}, {}, {}, set()
         in_run = self._fp_prologues(insns, targets)
@@ -133,6 +140,26 @@ class X86Function:
             return
         self._other_saves(insns, in_run)
         self._unsaved_writes(insns)
+
+    @staticmethod
+    def constant_at_once(abi, index, fde, read_code, ahead: X.Ahead) -> Optional[Dict[int, Save]]:
+        """`constant()` of the function of `fde` without making the object, where it is one and
+        the same answer by the simplest proof: one row, the function's entry's, and code that
+        saves nothing (`saves_nothing`): every register UNCHANGED.  None: not proved so (make the
+        object; the instructions measured here are kept in `ahead` for it).  For a writer, which
+        asks of every function once, most of them such leaves: the object costs more than the
+        proof.  The caller has checked the FDE's entry (core.saves.analysis._entry_problem)."""
+        rows = index.rows(fde)
+        if len(rows) != 1 or not starts_as_function(abi, rows, fde.start):
+            return None
+        code = function_code(fde, read_code)
+        if code is None:
+            return None
+        insns, pos = ahead.get(code, fde.start)
+        if pos != fde.size or not saves_nothing(insns, _hardware(abi.analysed)):
+            return None
+        ahead.done(fde.start)
+        return _all_unchanged(abi.analysed)
 
     @staticmethod
     def instruction_starts(abi, code: bytes, start: int) -> Optional[List[int]]:
