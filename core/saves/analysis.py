@@ -125,6 +125,28 @@ class _Refused:
         return []
 
 
+class _Constant:
+    """A function whose analyser proved one answer for every PC before making an object of its
+    own (X86Function.constant_at_once: a leaf that saves nothing; most functions a writer asks
+    of are such, and the object costs more than the proof)."""
+
+    unreadable = False
+    starts = None
+
+    def __init__(self, answer: Dict[int, Save]):
+        self.plans: Dict[int, Plan] = {}
+        self._answer = answer
+
+    def at(self, match) -> Dict[int, Save]:
+        return self._answer
+
+    def constant(self) -> Dict[int, Save]:
+        return self._answer
+
+    def change_points(self) -> List[int]:
+        return []
+
+
 def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize], regs,
               ahead: Optional[x86insn.Ahead]):
     """The analysed function of `fde` (memoized on the index), or None when no analyser takes
@@ -140,7 +162,9 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
         sym = symbol_of(symbolize, fde.start)
         why = _entry_problem(abi, fde, sym)
         if why is None:
-            func = analyser(abi, index, fde, read_code, symbolize=symbolize)
+            at_once = getattr(analyser, "constant_at_once", None)
+            same = at_once(abi, index, fde, read_code, ahead) if at_once is not None else None
+            func = _Constant(same) if same is not None else analyser(abi, index, fde, read_code, symbolize=symbolize)
             if ahead is not None:
                 ahead.done(fde.start)       # (what was kept for its turn and not taken)
         else:
@@ -148,17 +172,6 @@ def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize:
         if not func.unreadable:
             cache[fde.start] = func     # (code this reader could not read may be readable by another)
     return func
-
-
-def _at_once(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize],
-             ahead: x86insn.Ahead) -> Optional[Dict[int, Save]]:
-    """The function's one answer where its analyser proves it without its object (X86Function.
-    constant_at_once: a leaf that saves nothing), for a function not analysed yet; else None."""
-    at_once = getattr(_ANALYSERS.get(abi.sframe_abi), "constant_at_once", None)
-    if at_once is None or fde.size > MAX_FUNCTION_SIZE or fde.start in index.saves \
-            or _entry_problem(abi, fde, symbol_of(symbolize, fde.start)) is not None:
-        return None
-    return at_once(abi, index, fde, read_code, ahead)
 
 
 def writing(index, lo: Optional[int] = None, hi: Optional[int] = None) -> None:
@@ -180,9 +193,6 @@ def table(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Opt
         # (Every function's table is asked for, one after another: the instructions the
         # never-returns search measures of a callee are worth keeping for its own turn.)
         ahead = index.ahead = x86insn.Ahead()
-    same = _at_once(abi, index, fde, read_code, symbolize, ahead)
-    if same is not None:
-        return [(fde.start, same)]
     func = _function(abi, index, fde, read_code, symbolize, regs, ahead)
     if func is None:
         return [(fde.start, at(abi, index, index.lookup(fde.start) or _Entry(fde), read_code, symbolize))]

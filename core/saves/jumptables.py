@@ -22,7 +22,7 @@ code no FDE covers): the table then goes unresolved, since the cases after it wo
 import bisect
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from .flow import Flow, Op, anywhere
+from .flow import FALLS_THROUGH, INDIRECT, TO_TARGET, Flow, Op, anywhere
 
 MAX_TABLE = 4096
 MAX_BASES = 4          # tables one register may hold at a jump (GCC's cross-jumped switches)
@@ -79,7 +79,7 @@ def resolve(out: List[Op], tables: Dict[int, Table], read, kept, sp_at: Callable
         k = bisect.bisect_right(addrs, addr) - 1
         return k >= 0 and addr < out[k].addr + out[k].length
     sps = [sp_at(op.addr) for op in out]
-    branched_to = {op.target for op in out if op.flow in (Flow.BRANCH, Flow.JUMP)}
+    branched_to = {op.target for op in out if op.flow in TO_TARGET}
     where = {op.addr: i for i, op in enumerate(out)}
     anywhere_at: Dict[Optional[int], List[int]] = {}
     fixed = _fixed(out, where)
@@ -174,11 +174,11 @@ def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, 
         return fixed[i]
     op = out[i]
     succ: List[int] = []
-    if op.flow in (Flow.NEXT, Flow.BRANCH, Flow.CALL, Flow.INDIRECT_OR_NEXT) and i + 1 < len(out):
+    if op.flow in FALLS_THROUGH and i + 1 < len(out):
         succ.append(i + 1)
-    if op.flow in (Flow.BRANCH, Flow.JUMP) and op.target in where:
+    if op.flow in TO_TARGET and op.target in where:
         succ.append(where[op.target])
-    if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT):
+    if op.flow in INDIRECT:
         if i in found:
             succ.extend(where[t] for t in found[i])
         elif not optimistic:
@@ -191,7 +191,7 @@ def _successors(out: List[Op], i: int, where: Dict[int, int], sps, found: dict, 
 
 def _fixed(out: List[Op], where: Dict[int, int]) -> List[Optional[List[int]]]:
     """_successors of each op that is no indirect jump (the same whatever is found), None for those."""
-    return [None if op.flow in (Flow.INDIRECT, Flow.INDIRECT_OR_NEXT) else _successors(out, i, where, (), {}, True, {})
+    return [None if op.flow in INDIRECT else _successors(out, i, where, (), {}, True, {})
             for i, op in enumerate(out)]
 
 

@@ -17,8 +17,8 @@ landing pads (its exception table, where the file's are known: `index.exceptions
 exception tables are not known, a function that throws counts as returning.
 """
 
-# (Annotations not evaluated: a function defined inside another, as for each instruction, then
-# costs no typing look-ups.)
+# (Annotations not evaluated: a function defined inside another, as for each callee searched,
+# then costs no typing look-ups.)
 from __future__ import annotations
 
 import re

@@ -46,7 +46,7 @@ _READ_ONLY_SET: Any = frozenset()
 
 
 def saves_nothing(insns: List[X.Insn], wanted_hw: frozenset) -> bool:
-    """Does the function push, store or write no callee-saved register (`wanted_hw`: their
+    """Does the function push no register, store or write no callee-saved one (`wanted_hw`: their
     hardware numbers) and set up no frame pointer?  (Most do: then X86Function's passes would
     find nothing.)  The first instruction that does ends the search: most often a push at the
     entry."""
@@ -142,23 +142,21 @@ class X86Function:
         self._unsaved_writes(insns)
 
     @staticmethod
-    def constant_at_once(abi, index, fde, read_code, ahead: X.Ahead) -> Optional[Dict[int, Save]]:
+    def constant_at_once(abi, index, fde, read_code, ahead: Optional[X.Ahead]) -> Optional[Dict[int, Save]]:
         """`constant()` of the function of `fde` without making the object, where it is one and
         the same answer by the simplest proof: one row, the function's entry's, and code that
         saves nothing (`saves_nothing`): every register UNCHANGED.  None: not proved so (make the
-        object; the instructions measured here are kept in `ahead` for it).  For a writer, which
-        asks of every function once, most of them such leaves: the object costs more than the
-        proof.  The caller has checked the FDE's entry (core.saves.analysis._entry_problem)."""
+        object; the instructions measured here are kept in `ahead`, where there is one, for
+        it).  The caller has checked the FDE's entry (core.saves.analysis._function)."""
         rows = index.rows(fde)
         if len(rows) != 1 or not starts_as_function(abi, rows, fde.start):
             return None
         code = function_code(fde, read_code)
         if code is None:
             return None
-        insns, pos = ahead.get(code, fde.start)
+        insns, pos = ahead.get(code, fde.start) if ahead is not None else X.decode_all(code, fde.start, fde.size)
         if pos != fde.size or not saves_nothing(insns, _hardware(abi.analysed)):
             return None
-        ahead.done(fde.start)
         return _all_unchanged(abi.analysed)
 
     @staticmethod

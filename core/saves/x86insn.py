@@ -14,7 +14,7 @@ is not known to leave an operand alone, that operand counts as written).
 """
 
 import enum
-from typing import Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
 class Kind(enum.Enum):
@@ -164,11 +164,9 @@ class Ahead:
         self._later: Dict[int, Tuple[object, int, object]] = {}    # start -> (key, code bytes, decoding)
         self._later_count = 0
         self._lo, self._hi = lo, hi
-        self._over: Set[int] = set()      # the functions whose turn is over (`done`)
 
     def _turn_comes(self, start: int) -> bool:
-        return (self._lo is None or self._lo <= start) and (self._hi is None or start < self._hi) \
-            and start not in self._over
+        return (self._lo is None or self._lo <= start) and (self._hi is None or start < self._hi)
 
     def get(self, code: bytes, start: int) -> Tuple[List[Insn], int]:
         """decode_all(code, start, len(code)), kept (for later questions and the function's own
@@ -219,8 +217,7 @@ class Ahead:
             self._later_count -= later[1]
 
     def done(self, start: int) -> None:
-        """The analysis of the function at `start` is over: nothing is kept for it, now or later."""
-        self._over.add(start)
+        """The analysis of the function at `start` is over: nothing is kept for it."""
         if self._later:
             self._forget_later(start)
         kept = self._kept.pop(start, None)
