@@ -109,26 +109,8 @@ def _named(index, symbolize: Optional[Symbolize], name: str) -> list:
     return list(names.get(name) or names.get(_BASE_OBJECT.sub(r"\g<1>1", name), ()))
 
 
-class _Refused:
-    """A function the analysis does not take: every register UNKNOWN, for one reason."""
-
-    unreadable = False
-
-    def __init__(self, regs, why):
-        self.plans: Dict[int, Plan] = {}
-        self._answer = {r: unknown(why) for r in regs}
-
-    def at(self, match) -> Dict[int, Save]:
-        return self._answer
-
-    def change_points(self) -> List[int]:
-        return []
-
-
-class _Constant:
-    """A function whose analyser proved one answer for every PC before making an object of its
-    own (X86Function.constant_at_once: a leaf that saves nothing; most functions a writer asks
-    of are such, and the object costs more than the proof)."""
+class _OneAnswer:
+    """A function with one answer at every PC, known without an analyser's object of its own."""
 
     unreadable = False
     starts = None
@@ -140,11 +122,24 @@ class _Constant:
     def at(self, match) -> Dict[int, Save]:
         return self._answer
 
-    def constant(self) -> Dict[int, Save]:
-        return self._answer
-
     def change_points(self) -> List[int]:
         return []
+
+
+class _Refused(_OneAnswer):
+    """A function the analysis does not take: every register UNKNOWN, for one reason."""
+
+    def __init__(self, regs, why):
+        super().__init__({r: unknown(why) for r in regs})
+
+
+class _Constant(_OneAnswer):
+    """A function whose analyser proved one answer for every PC before making an object of its
+    own (X86Function.constant_at_once: a leaf that saves nothing; most functions a writer asks
+    of are such, and the object costs more than the proof)."""
+
+    def constant(self) -> Dict[int, Save]:
+        return self._answer
 
 
 def _function(abi: abimod.ABIInfo, index, fde, read_code: CodeReader, symbolize: Optional[Symbolize], regs,
